@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# README command (2): set up, build and run every test. Ends with ctest's summary line.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+cd "${KIMI_BUILD_DIR:-$root/build}"
+ctest --output-on-failure -j "$(nproc)"

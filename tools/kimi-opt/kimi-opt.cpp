@@ -1,0 +1,42 @@
+//===- kimi-opt.cpp - the kimi optimizer driver ---------------------------===//
+//
+// Parses, verifies, transforms and prints IR of the kimi dialect together
+// with the upstream dialects a model uses (func, arith, math, tensor).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Kimi/KimiDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
+
+#ifndef KIMI_VERSION
+#define KIMI_VERSION "unknown"
+#endif
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<kimi::KimiDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::math::MathDialect,
+                  mlir::tensor::TensorDialect>();
+
+  // Generic upstream passes that are useful on kimi IR.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+  mlir::registerInlinerPass();
+
+  llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "kimi " << KIMI_VERSION
+       << " (compiler for Kimi-K3-class models, built on MLIR)\n";
+  });
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "kimi optimizer: verifies and transforms kimi IR\n",
+      registry));
+}
