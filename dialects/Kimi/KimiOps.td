@@ -343,7 +343,7 @@ def Kimi_AttnResOp : Kimi_Op<"attn_res", [Pure]> {
                        Kimi_ActTensor:$norm, Kimi_PositiveF64:$eps);
   let results = (outs Kimi_ActTensor:$out);
   let assemblyFormat = [{
-    `[` $sources `]` `query` $query `norm` $norm `eps` `(` $eps `)` attr-dict
+    ` ` `[` $sources `]` `query` $query `norm` $norm `eps` `(` $eps `)` attr-dict
     `:` `[` type($sources) `]` `,` type($query) `,` type($norm) `->` type($out)
   }];
   let hasVerifier = 1;
