@@ -139,9 +139,11 @@ LogicalResult verifyScaleFor(Operation *op, ShapeVerifier &sv,
 }
 
 /// Checks the stacked expert weights `gate/up : [E, I, W]`, `down : [E, W, I]`
-/// for token width `width`, their scales and the activation attributes.
+/// for token width `width`, top-k (the last dim of `routingWeights`) against
+/// the expert count, the scales and the activation attributes.
 LogicalResult verifyExperts(Operation *op, ShapeVerifier &sv, int64_t width,
-                            Value gate, Value up, Value down,
+                            Value routingWeights, Value gate, Value up,
+                            Value down,
                             ValueRange scales, GluActivation activation,
                             std::optional<double> beta,
                             std::optional<double> linearBeta) {
@@ -156,6 +158,12 @@ LogicalResult verifyExperts(Operation *op, ShapeVerifier &sv, int64_t width,
       failed(sv.dimIs("gate_proj", gate, 2, width, "expert input width")) ||
       failed(sv.dimIs("down_proj", down, 1, width, "expert output width")))
     return failure();
+
+  int64_t k = sv.dim(routingWeights, -1), experts = sv.dim(gate, 0);
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(experts) &&
+      k > experts)
+    return op->emitOpError() << "routes each token to " << k
+                             << " experts but only " << experts << " exist";
 
   Type et = tensorOf(gate).getElementType();
   if (tensorOf(up).getElementType() != et ||
@@ -343,6 +351,11 @@ LogicalResult L2NormOp::verify() {
   ShapeVerifier sv(*this);
   if (failed(sv.minRank("x", getX(), 1, "[..., D]")))
     return failure();
+  return sv.sameShape("out", getOut(), "x", getX());
+}
+
+LogicalResult SigmoidOp::verify() {
+  ShapeVerifier sv(*this);
   return sv.sameShape("out", getOut(), "x", getX());
 }
 
@@ -541,12 +554,8 @@ LogicalResult RoutedExpertsOp::verify() {
       failed(sv.sameShape("indices", getIndices(), "weights", getWeights())) ||
       failed(sv.sameShape("out", getOut(), "x", x)))
     return failure();
-  int64_t k = sv.dim(getWeights(), -1), experts = sv.dim(getGateProj(), 0);
-  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(experts) &&
-      k > experts)
-    return emitOpError() << "routes each token to " << k
-                         << " experts but only " << experts << " exist";
-  return verifyExperts(*this, sv, sv.dim(x, -1), getGateProj(), getUpProj(),
+  return verifyExperts(*this, sv, sv.dim(x, -1), getWeights(), getGateProj(),
+                       getUpProj(),
                        getDownProj(), getScales(), getActivation(),
                        valueOf(getBetaAttr()), valueOf(getLinearBetaAttr()));
 }
@@ -573,7 +582,8 @@ LogicalResult LatentMoeOp::verify() {
   if (isMicroscaled(tensorOf(down).getElementType()) ||
       isMicroscaled(tensorOf(up).getElementType()))
     return emitOpError("latent projections must be bf16, f16 or f32");
-  return verifyExperts(*this, sv, sv.dim(down, 0), getGateProj(), getUpProj(),
+  return verifyExperts(*this, sv, sv.dim(down, 0), getWeights(),
+                       getGateProj(), getUpProj(),
                        getDownProj(), getScales(), getActivation(),
                        valueOf(getBetaAttr()), valueOf(getLinearBetaAttr()));
 }

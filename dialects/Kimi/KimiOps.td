@@ -22,6 +22,7 @@ def Kimi_F32Tensor : RankedTensorOf<[F32]>;
 def Kimi_IdTensor : RankedTensorOf<[I32, I64]>;
 def Kimi_WeightTensor
     : RankedTensorOf<[BF16, F16, F32, F8E4M3FN, F4E2M1FN]>;
+def Kimi_PlainWeightTensor : RankedTensorOf<[BF16, F16, F32]>;
 def Kimi_ScaleTensor : RankedTensorOf<[F8E8M0FNU]>;
 def Kimi_AnyWeightTensor : RankedTensorOf<[BF16, F16, F32, F8E4M3FN, F4E2M1FN,
                                            F8E8M0FNU, I32, I64]>;
@@ -161,6 +162,19 @@ def Kimi_L2NormOp : Kimi_Op<"l2_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kimi_SigmoidOp : Kimi_Op<"sigmoid", [Pure]> {
+  let summary = "elementwise logistic sigmoid";
+  let description = [{
+    `out = 1 / (1 + exp(-x))` elementwise, computed in f32; the result has the
+    shape of `x` and lies in `(0, 1)`. Used for KDA's `beta` and for SiLU
+    (`x * sigmoid(x)`).
+  }];
+  let arguments = (ins Kimi_ActTensor:$x);
+  let results = (outs Kimi_ActTensor:$out);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($out)";
+  let hasVerifier = 1;
+}
+
 def Kimi_SituGluOp : Kimi_Op<"situ_glu", [Pure]> {
   let summary = "SiTU gated linear unit";
   let description = [{
@@ -289,7 +303,7 @@ def Kimi_MlaOp : Kimi_Op<"mla", [Pure]> {
     are a cached prefix.
   }];
   let arguments = (ins Kimi_ActTensor:$q, Kimi_ActTensor:$ckv,
-                       Kimi_ActTensor:$k_pe, Kimi_WeightTensor:$kv_b_proj,
+                       Kimi_ActTensor:$k_pe, Kimi_PlainWeightTensor:$kv_b_proj,
                        Optional<Kimi_ActTensor>:$gate, Kimi_PositiveF64:$scale);
   let results = (outs Kimi_ActTensor:$out);
   let assemblyFormat = [{
@@ -311,7 +325,7 @@ def Kimi_MlaDecodeOp : Kimi_Op<"mla_decode", [Pure]> {
     optional `gate : [B, T, H, dv]`; queries are the last `T` positions.
   }];
   let arguments = (ins Kimi_ActTensor:$q, Kimi_ActTensor:$cache,
-                       Kimi_WeightTensor:$kv_b_proj,
+                       Kimi_PlainWeightTensor:$kv_b_proj,
                        Optional<Kimi_ActTensor>:$gate, Kimi_PositiveF64:$scale);
   let results = (outs Kimi_ActTensor:$out);
   let assemblyFormat = [{
@@ -440,7 +454,7 @@ def Kimi_LatentMoeOp : Kimi_Op<"latent_moe", [Pure, AttrSizedOperandSegments]> {
                        Kimi_GluActivation:$activation,
                        OptionalAttr<Kimi_PositiveF64>:$beta,
                        OptionalAttr<Kimi_PositiveF64>:$linear_beta,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+                       DefaultValuedAttr<Kimi_PositiveF64, "1.0e-5">:$eps);
   let results = (outs Kimi_ActTensor:$out);
   let assemblyFormat = [{
     $activation $x `,` $weights `,` $indices `down` $down_latent `experts` `(`

@@ -88,11 +88,7 @@ func.func @layer_1_kda(%emb: tensor<1x8192x7168xbf16>, %h: tensor<1x8192x7168xbf
   // beta = sigmoid(b_proj x)
   %wb = kimi.weight_ref @model.layers.1.self_attn.b_proj.weight : tensor<96x7168xbf16>
   %bl = kimi.linear %x, %wb : tensor<1x8192x7168xbf16>, tensor<96x7168xbf16> -> tensor<1x8192x96xf32>
-  %one = arith.constant dense<1.0> : tensor<1x8192x96xf32>
-  %bn = arith.negf %bl : tensor<1x8192x96xf32>
-  %be = math.exp %bn : tensor<1x8192x96xf32>
-  %bd = arith.addf %one, %be : tensor<1x8192x96xf32>
-  %beta = arith.divf %one, %bd : tensor<1x8192x96xf32>
+  %beta = kimi.sigmoid %bl : tensor<1x8192x96xf32> -> tensor<1x8192x96xf32>
 
   // The delta rule, then the gated per-head output norm and o_proj.
   %o, %s = kimi.kda %q, %k, %v, %g, %beta initial_state %state scale(0.08838834764831845) : (tensor<1x8192x96x128xbf16>, tensor<1x8192x96x128xbf16>, tensor<1x8192x96x128xbf16>, tensor<1x8192x96x128xf32>, tensor<1x8192x96xf32>, tensor<1x96x128x128xf32>) -> (tensor<1x8192x96x128xbf16>, tensor<1x96x128x128xf32>)

@@ -45,8 +45,10 @@ func.func @norms(%x: tensor<2x8x64xf32>, %w: tensor<64xbf16>, %h: tensor<2x8x4x1
 // -----
 
 // CHECK-LABEL: func.func @situ
+// CHECK: kimi.sigmoid %{{.*}} : tensor<8x96xf32> -> tensor<8x96xf32>
 // CHECK: kimi.situ_glu %{{.*}}, %{{.*}} beta(4.000000e+00) linear_beta(2.500000e+01) : tensor<8x96xf32>, tensor<8x96xf32> -> tensor<8x96xbf16>
 func.func @situ(%g: tensor<8x96xf32>, %u: tensor<8x96xf32>) -> tensor<8x96xbf16> {
+  %s = kimi.sigmoid %g : tensor<8x96xf32> -> tensor<8x96xf32>
   %0 = kimi.situ_glu %g, %u beta(4.0) linear_beta(25.0) : tensor<8x96xf32>, tensor<8x96xf32> -> tensor<8x96xbf16>
   return %0 : tensor<8x96xbf16>
 }
