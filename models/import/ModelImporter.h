@@ -1,0 +1,50 @@
+//===- ModelImporter.h - config -> kimi IR ----------------------*- C++ -*-===//
+//
+// Builds the whole model in the kimi dialect from a validated ModelConfig:
+// a `@prefill` and a `@decode` function, each calling one private function
+// per decoder layer, with weights as `kimi.weight` symbols carrying their
+// Hugging Face names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_MODELS_IMPORT_MODELIMPORTER_H
+#define KIMI_MODELS_IMPORT_MODELIMPORTER_H
+
+#include "models/import/ModelConfig.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+namespace mlir {
+class DialectRegistry;
+class MLIRContext;
+} // namespace mlir
+
+namespace kimi {
+
+enum class NumericType { F32, BF16 };
+
+struct ImportOptions {
+  /// Element type of activations between ops.
+  NumericType activations = NumericType::BF16;
+  /// Storage type of dense weights (projections, norms, embeddings).
+  NumericType weights = NumericType::BF16;
+  /// Routed experts stored as MXFP4 (f4E2M1FN + f8E8M0FNU per 32 values).
+  bool mxfp4Experts = true;
+  /// Sequences per decode step (the `B` of `@decode`).
+  int64_t decodeBatch = 1;
+};
+
+/// Registers the dialects the imported IR uses.
+void registerImportDialects(mlir::DialectRegistry &registry);
+
+/// Builds the model. Fails (naming the config field) when the options cannot
+/// represent the model, e.g. MXFP4 experts whose widths are not multiples of
+/// 32.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModel(const ModelConfig &config, const ImportOptions &options,
+            mlir::MLIRContext &context);
+
+} // namespace kimi
+
+#endif

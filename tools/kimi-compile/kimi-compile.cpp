@@ -1,0 +1,128 @@
+//===- kimi-compile.cpp - compile a model config --------------------------===//
+//
+//   kimi-compile config.json --emit=kimi [-o model.mlir]   whole model as kimi IR
+//   kimi-compile config.json --report [--context N]        cost report (JSON)
+//
+//===----------------------------------------------------------------------===//
+
+#include "models/import/ModelImporter.h"
+#include "models/import/ModelReport.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#ifndef KIMI_VERSION
+#define KIMI_VERSION "unknown"
+#endif
+
+namespace cl = llvm::cl;
+using namespace kimi;
+
+namespace {
+enum class Emit { Kimi };
+
+cl::OptionCategory category("kimi-compile options");
+
+cl::opt<std::string> configPath(cl::Positional, cl::Required,
+                                cl::desc("<config.json>"), cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::cat(category));
+cl::opt<Emit> emit("emit", cl::desc("What to produce"), cl::init(Emit::Kimi),
+                   cl::values(clEnumValN(Emit::Kimi, "kimi",
+                                         "the whole model in the kimi dialect "
+                                         "(@prefill and @decode)")),
+                   cl::cat(category));
+cl::opt<bool> report("report",
+                     cl::desc("Print the cost report (parameters, weight "
+                              "bytes, FLOPs per token, cache and state "
+                              "bytes) as JSON instead of compiling"),
+                     cl::cat(category));
+cl::opt<int64_t> context("context",
+                         cl::desc("Context length for the report's FLOPs per "
+                                  "token (default 131072)"),
+                         cl::init(131072), cl::cat(category));
+cl::opt<NumericType> activations(
+    "activations", cl::desc("Activation element type"),
+    cl::init(NumericType::BF16),
+    cl::values(clEnumValN(NumericType::BF16, "bf16", "bfloat16"),
+               clEnumValN(NumericType::F32, "f32", "float32")),
+    cl::cat(category));
+cl::opt<NumericType> weights(
+    "weights", cl::desc("Storage type of dense weights"),
+    cl::init(NumericType::BF16),
+    cl::values(clEnumValN(NumericType::BF16, "bf16", "bfloat16"),
+               clEnumValN(NumericType::F32, "f32", "float32")),
+    cl::cat(category));
+cl::opt<bool> mxfp4Experts("mxfp4-experts",
+                           cl::desc("Store routed experts as MXFP4 (default "
+                                    "on; =false keeps them in the dense "
+                                    "weight type)"),
+                           cl::init(true), cl::cat(category));
+cl::opt<int64_t> decodeBatch("decode-batch",
+                             cl::desc("Sequences per @decode step"),
+                             cl::init(1), cl::cat(category));
+cl::opt<bool> allowUnknown("allow-unknown-fields",
+                           cl::desc("Skip config fields kimi does not know "
+                                    "instead of rejecting them"),
+                           cl::cat(category));
+} // namespace
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "kimi-compile: error: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "kimi-compile " << KIMI_VERSION << "\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "kimi-compile: compiles a Kimi-family model from its Hugging Face "
+      "config.json.\n\n"
+      "  kimi-compile config.json --emit=kimi -o model.mlir\n"
+      "  kimi-compile config.json --report --context 1048576\n");
+
+  ConfigReadOptions readOptions;
+  readOptions.allowUnknownFields = allowUnknown;
+  llvm::Expected<ModelConfig> config = readModelConfig(configPath, readOptions);
+  if (!config)
+    return fail(llvm::toString(config.takeError()));
+
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputPath, &errorMessage);
+  if (!output)
+    return fail(errorMessage);
+
+  if (report) {
+    if (context < 1)
+      return fail("--context must be positive");
+    ReportOptions options;
+    options.mxfp4Experts = mxfp4Experts;
+    options.context = context;
+    writeModelReport(*config, computeModelCost(*config, options), output->os());
+    output->keep();
+    return 0;
+  }
+
+  ImportOptions options;
+  options.activations = activations;
+  options.weights = weights;
+  options.mxfp4Experts = mxfp4Experts;
+  options.decodeBatch = decodeBatch;
+  mlir::MLIRContext context;
+  auto module = importModel(*config, options, context);
+  if (!module)
+    return fail(llvm::toString(module.takeError()));
+  (*module)->print(output->os());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
