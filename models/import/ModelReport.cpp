@@ -54,8 +54,10 @@ ModelCost kimi::computeModelCost(const ModelConfig &c,
 
   for (int64_t l = 0; l < c.numLayers; ++l) {
     t.add("layer_norms", 2 * D, kBf16);
+    // AttnRes before attention and before the MLP; layer 0 has no sealed
+    // block yet, so it mixes only before its MLP.
     if (c.attnResBlock)
-      t.add("attn_res", 4 * D, kBf16);
+      t.add("attn_res", (l == 0 ? 2 : 4) * D, kBf16);
 
     if (c.layers[l] == AttentionKind::Kda) {
       int64_t w = k.numHeads * k.headDim;
