@@ -6,8 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Kimi/KimiDialect.h"
+#include "lowering/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -24,13 +27,15 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<kimi::KimiDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::math::MathDialect,
-                  mlir::tensor::TensorDialect>();
+                  mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
+                  mlir::scf::SCFDialect>();
 
   // Generic upstream passes that are useful on kimi IR.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
+  kimi::registerKimiLoweringPasses();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "kimi " << KIMI_VERSION

@@ -1,0 +1,344 @@
+//===- LowerMoeOps.cpp - router and experts -> linalg + scf ---------------===//
+//
+// The router's scores are a linalg contraction; top-k selection is an scf
+// loop per token (repeated arg-max with the chosen entry knocked out, ties to
+// the lower index). Routed experts loop over tokens and their k experts and
+// apply each selected expert's gated MLP to the token (reference §5).
+// kimi.latent_moe is first decomposed into linear / routed_experts /
+// rms_norm / linear, which the other patterns then lower.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Kimi/KimiOps.h"
+#include "lowering/KimiToLinalg/LinalgBuilders.h"
+#include "lowering/KimiToLinalg/Patterns.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include <limits>
+
+using namespace mlir;
+using namespace kimi;
+using namespace kimi::lowering;
+using IT = utils::IteratorType;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Value cIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Row `n` of a 2-D tensor as a 1-D tensor.
+Value rowOf(OpBuilder &b, Location loc, Value m, Value n) {
+  RankedTensorType type = typeOf(m);
+  int64_t width = type.getDimSize(1);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({width}, type.getElementType()), m,
+      ValueRange{n, cIndex(b, loc, 0)}, ValueRange{},
+      ValueRange{},
+      b.getDenseI64ArrayAttr({ShapedType::kDynamic, ShapedType::kDynamic}),
+      b.getDenseI64ArrayAttr({1, width}), b.getDenseI64ArrayAttr({1, 1}));
+}
+
+/// Matrix `e` of a 3-D tensor [E, A, B] as a 2-D tensor [A, B].
+Value matrixOf(OpBuilder &b, Location loc, Value t, Value e) {
+  RankedTensorType type = typeOf(t);
+  int64_t a = type.getDimSize(1), c = type.getDimSize(2);
+  Value zero = cIndex(b, loc, 0);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({a, c}, type.getElementType()), t,
+      ValueRange{e, zero, zero}, ValueRange{}, ValueRange{},
+      b.getDenseI64ArrayAttr(
+          {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}),
+      b.getDenseI64ArrayAttr({1, a, c}), b.getDenseI64ArrayAttr({1, 1, 1}));
+}
+
+/// y[i] = sum_j m[i, j] v[j]  (f32)
+Value matvec(OpBuilder &b, Location loc, Value m, Value v) {
+  MLIRContext *ctx = b.getContext();
+  int64_t rows = typeOf(m).getDimSize(0);
+  return generic(b, loc, filled(b, loc, {b.getIndexAttr(rows)}, b.getF32Type(), 0),
+                 {m, v},
+                 {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {1}),
+                  dimsMap(ctx, 2, {0})},
+                 {IT::parallel, IT::reduction},
+                 [](OpBuilder &nb, Location l, ValueRange a) {
+                   return arith::AddFOp::create(
+                       nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
+                 });
+}
+
+/// (max value, its first index) of a 1-D f32 tensor.
+std::pair<Value, Value> argmax(OpBuilder &b, Location loc, Value v) {
+  int64_t n = typeOf(v).getDimSize(0);
+  Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
+  auto loop = scf::ForOp::create(
+      b, loc, cIndex(b, loc, 0), cIndex(b, loc, n), cIndex(b, loc, 1),
+      ValueRange{negInf, cIndex(b, loc, 0)},
+      [&](OpBuilder &nb, Location l, Value e, ValueRange iter) {
+        Value x = tensor::ExtractOp::create(nb, l, v, e);
+        Value greater =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, x, iter[0]);
+        Value best = arith::SelectOp::create(nb, l, greater, x, iter[0]);
+        Value at = arith::SelectOp::create(nb, l, greater, e, iter[1]);
+        scf::YieldOp::create(nb, l, ValueRange{best, at});
+      });
+  return {loop.getResult(0), loop.getResult(1)};
+}
+
+struct RouterLowering : OpRewritePattern<RouterOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RouterOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Type f32 = rewriter.getF32Type();
+    OpBuilder &b = rewriter;
+    Value x = collapseLeading(b, loc, op.getX());
+    int64_t experts = typeOf(op.getWeight()).getDimSize(0);
+    int64_t k = op.getTopK();
+    OpFoldResult tokens = sizesOf(b, loc, x)[0];
+
+    // s = sigmoid(x w^T), biased = s + bias.
+    Value logits = generic(
+        b, loc, filled(b, loc, {tokens, b.getIndexAttr(experts)}, f32, 0),
+        {x, op.getWeight()},
+        {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {1, 2}),
+         dimsMap(ctx, 3, {0, 1})},
+        {IT::parallel, IT::parallel, IT::reduction},
+        [](OpBuilder &nb, Location l, ValueRange a) {
+          return arith::AddFOp::create(nb, l, a[2],
+                                       arith::MulFOp::create(nb, l, a[0], a[1]));
+        });
+    RankedTensorType scoreType = typeOf(logits);
+    Value scores = elementwise(b, loc, scoreType, logits,
+                               [](OpBuilder &nb, Location l, ValueRange a) {
+                                 return sigmoid(nb, l, a[0]);
+                               });
+    Value biased = generic(
+        b, loc, tensor::EmptyOp::create(b, loc, sizesOf(b, loc, scores), f32),
+        {scores, op.getBias()},
+        {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {1}),
+         b.getMultiDimIdentityMap(2)},
+        {IT::parallel, IT::parallel},
+        [](OpBuilder &nb, Location l, ValueRange a) {
+          return arith::AddFOp::create(nb, l, a[0], a[1]);
+        });
+
+    // Per token: k rounds of arg-max over the biased scores.
+    Type indexElement = op.getIndices().getType().getElementType();
+    Value rawInit = tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{tokens, b.getIndexAttr(k)}, f32);
+    Value idxInit = tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{tokens, b.getIndexAttr(k)},
+        indexElement);
+    Value alphaInit = tensor::EmptyOp::create(
+        b, loc, ArrayRef<OpFoldResult>{tokens}, f32);
+    bool margins = bool(op.getMargins());
+    Value n0 = cIndex(b, loc, 0), one = cIndex(b, loc, 1);
+    Value nEnd = getValueOrCreateConstantIndexOp(b, loc, tokens);
+    Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
+    auto tokenLoop = scf::ForOp::create(
+        b, loc, n0, nEnd, one, ValueRange{rawInit, idxInit, alphaInit},
+        [&](OpBuilder &nb, Location l, Value n, ValueRange iter) {
+          Value row = rowOf(nb, l, biased, n);
+          auto pick = scf::ForOp::create(
+              nb, l, cIndex(nb, l, 0), cIndex(nb, l, k), cIndex(nb, l, 1),
+              ValueRange{row, iter[0], iter[1]},
+              [&](OpBuilder &pb, Location pl, Value j, ValueRange it) {
+                auto [best, at] = argmax(pb, pl, it[0]);
+                (void)best;
+                Value s = tensor::ExtractOp::create(pb, pl, scores,
+                                                    ValueRange{n, at});
+                Value raw = tensor::InsertOp::create(pb, pl, s, it[1],
+                                                     ValueRange{n, j});
+                Value id = arith::IndexCastOp::create(pb, pl, indexElement, at);
+                Value ids = tensor::InsertOp::create(pb, pl, id, it[2],
+                                                     ValueRange{n, j});
+                Value work = tensor::InsertOp::create(pb, pl, negInf, it[0],
+                                                      ValueRange{at});
+                scf::YieldOp::create(pb, pl, ValueRange{work, raw, ids});
+              });
+          Value alpha = iter[2];
+          if (margins) {
+            // alpha: the (k+1)-th largest biased score.
+            auto [best, at] = argmax(nb, l, pick.getResult(0));
+            (void)at;
+            alpha = tensor::InsertOp::create(nb, l, best, alpha, ValueRange{n});
+          }
+          scf::YieldOp::create(
+              nb, l, ValueRange{pick.getResult(1), pick.getResult(2), alpha});
+        });
+    Value raw = tokenLoop.getResult(0), ids = tokenLoop.getResult(1);
+
+    // Weights: scores of the selected experts, renormalised, scaled.
+    double scaling = op.getScaling().convertToDouble();
+    Value weights;
+    if (op.getRenormalize()) {
+      Value sum = generic(
+          b, loc, filled(b, loc, {tokens}, f32, 0), {raw},
+          {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {0})},
+          {IT::parallel, IT::reduction},
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            return arith::AddFOp::create(nb, l, a[0], a[1]);
+          });
+      weights = generic(
+          b, loc, tensor::EmptyOp::create(b, loc, sizesOf(b, loc, raw), f32),
+          {raw, sum},
+          {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {0}),
+           b.getMultiDimIdentityMap(2)},
+          {IT::parallel, IT::parallel},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value denom =
+                arith::AddFOp::create(nb, l, a[1], constF32(nb, l, 1e-20));
+            return arith::MulFOp::create(
+                nb, l, arith::DivFOp::create(nb, l, a[0], denom),
+                constF32(nb, l, scaling));
+          });
+    } else {
+      weights = elementwise(b, loc, typeOf(raw), raw,
+                            [&](OpBuilder &nb, Location l, ValueRange a) {
+                              return arith::MulFOp::create(
+                                  nb, l, a[0], constF32(nb, l, scaling));
+                            });
+    }
+    SmallVector<Value> results = {
+        expandLeadingLike(b, loc, weights, op.getX()),
+        expandLeadingLike(b, loc, ids, op.getX())};
+    if (margins) {
+      Value m = generic(
+          b, loc, tensor::EmptyOp::create(b, loc, sizesOf(b, loc, biased), f32),
+          {biased, tokenLoop.getResult(2)},
+          {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {0}),
+           b.getMultiDimIdentityMap(2)},
+          {IT::parallel, IT::parallel},
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            return arith::SubFOp::create(nb, l, a[0], a[1]);
+          });
+      results.push_back(expandLeadingLike(b, loc, m, op.getX()));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RoutedExpertsOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getScales().empty())
+      return rewriter.notifyMatchFailure(
+          op, "MXFP4 experts are dequantised by the runtime on CPU");
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Type f32 = b.getF32Type();
+    Value z = collapseLeading(b, loc, op.getX());
+    Value wts = collapseLeading(b, loc, op.getWeights());
+    Value ids = collapseLeading(b, loc, op.getIndices());
+    int64_t width = typeOf(z).getDimSize(1);
+    int64_t k = typeOf(wts).getDimSize(1);
+    OpFoldResult tokens = sizesOf(b, loc, z)[0];
+    bool isSitu = op.getActivation() == GluActivation::situ;
+    double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
+    double linearBeta =
+        isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
+
+    Value init = filled(b, loc, {tokens, b.getIndexAttr(width)}, f32, 0.0);
+    Value zero = cIndex(b, loc, 0), one = cIndex(b, loc, 1);
+    auto tokenLoop = scf::ForOp::create(
+        b, loc, zero, getValueOrCreateConstantIndexOp(b, loc, tokens), one,
+        ValueRange{init},
+        [&](OpBuilder &nb, Location l, Value n, ValueRange iter) {
+          Value zn = rowOf(nb, l, z, n);
+          auto expertLoop = scf::ForOp::create(
+              nb, l, cIndex(nb, l, 0), cIndex(nb, l, k), cIndex(nb, l, 1),
+              ValueRange{iter[0]},
+              [&](OpBuilder &eb, Location el, Value j, ValueRange acc) {
+                Value id =
+                    tensor::ExtractOp::create(eb, el, ids, ValueRange{n, j});
+                Value e = arith::IndexCastOp::create(eb, el, eb.getIndexType(),
+                                                     id);
+                Value w = toF32(
+                    eb, el, tensor::ExtractOp::create(eb, el, wts,
+                                                      ValueRange{n, j}));
+                Value g = matvec(eb, el, matrixOf(eb, el, op.getGateProj(), e),
+                                 zn);
+                Value u = matvec(eb, el, matrixOf(eb, el, op.getUpProj(), e),
+                                 zn);
+                Value h = elementwise(
+                    eb, el, typeOf(g), {g, u},
+                    [&](OpBuilder &hb, Location hl, ValueRange a) {
+                      return isSitu ? situ(hb, hl, a[0], a[1], beta, linearBeta)
+                                    : siluGlu(hb, hl, a[0], a[1]);
+                    });
+                Value y = matvec(eb, el, matrixOf(eb, el, op.getDownProj(), e),
+                                 h);
+                Value row = rowOf(eb, el, acc[0], n);
+                Value updated = elementwise(
+                    eb, el, typeOf(row), {row, y},
+                    [&](OpBuilder &ub, Location ul, ValueRange a) {
+                      return arith::AddFOp::create(
+                          ub, ul, a[0], arith::MulFOp::create(ub, ul, w, a[1]));
+                    });
+                Value out = tensor::InsertSliceOp::create(
+                    eb, el, updated, acc[0], ValueRange{n, cIndex(eb, el, 0)},
+                    ValueRange{}, ValueRange{},
+                    eb.getDenseI64ArrayAttr(
+                        {ShapedType::kDynamic, ShapedType::kDynamic}),
+                    eb.getDenseI64ArrayAttr({1, width}),
+                    eb.getDenseI64ArrayAttr({1, 1}));
+                scf::YieldOp::create(eb, el, out);
+              });
+          scf::YieldOp::create(nb, l, expertLoop.getResults());
+        });
+    Value result = tokenLoop.getResult(0);
+    Type outElement = op.getOut().getType().getElementType();
+    if (outElement != f32)
+      result = elementwise(b, loc, typeOf(result).clone(outElement), result,
+                           [](OpBuilder &, Location, ValueRange a) {
+                             return a[0];
+                           });
+    rewriter.replaceOp(op, expandLeadingLike(b, loc, result, op.getX()));
+    return success();
+  }
+};
+
+/// latent_moe = up(norm(routed_experts(down(x)))).
+struct LatentMoeDecomposition : OpRewritePattern<LatentMoeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LatentMoeOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value x = op.getX();
+    RankedTensorType xType = typeOf(x);
+    int64_t width = typeOf(op.getDownLatent()).getDimSize(0);
+    SmallVector<int64_t> shape(xType.getShape());
+    shape.back() = width;
+    auto latentType = RankedTensorType::get(
+        shape, op.getOut().getType().getElementType());
+    Value z = LinearOp::create(rewriter, loc, latentType, x, op.getDownLatent(),
+                               Value());
+    Value r = RoutedExpertsOp::create(
+        rewriter, loc, latentType, z, op.getWeights(), op.getIndices(),
+        op.getGateProj(), op.getUpProj(), op.getDownProj(), op.getScales(),
+        op.getActivationAttr(), op.getBetaAttr(), op.getLinearBetaAttr());
+    if (Value norm = op.getNorm())
+      r = RmsNormOp::create(rewriter, loc, latentType, r, norm,
+                            op.getEpsAttr());
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getOut().getType(), r,
+                                          op.getUpLatent(), Value());
+    return success();
+  }
+};
+
+} // namespace
+
+void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns) {
+  patterns.add<RouterLowering, RoutedExpertsLowering, LatentMoeDecomposition>(
+      patterns.getContext());
+}

@@ -1,0 +1,41 @@
+//===- LowerToLinalg.cpp - the kimi-lower-to-linalg pass ------------------===//
+
+#include "dialects/Kimi/KimiOps.h"
+#include "lowering/KimiToLinalg/Patterns.h"
+#include "lowering/Passes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace kimi {
+#define GEN_PASS_DEF_KIMILOWERTOLINALG
+#include "lowering/Passes.h.inc"
+} // namespace kimi
+
+using namespace mlir;
+
+namespace {
+struct KimiLowerToLinalg
+    : kimi::impl::KimiLowerToLinalgBase<KimiLowerToLinalg> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    kimi::lowering::populateTokenwiseLoweringPatterns(patterns);
+    kimi::lowering::populateAttentionLoweringPatterns(patterns);
+    kimi::lowering::populateMoeLoweringPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError("kimi-lower-to-linalg did not converge");
+      return signalPassFailure();
+    }
+    // Whatever is left could not be lowered; say which op and why.
+    WalkResult result = getOperation()->walk([](Operation *op) {
+      if (!isa<kimi::KimiDialect>(op->getDialect()) ||
+          isa<kimi::WeightOp, kimi::WeightRefOp, kimi::KdaOp,
+              kimi::QuantileBalanceOp>(op))
+        return WalkResult::advance();
+      op->emitError() << "kimi-lower-to-linalg cannot lower this op (CPU "
+                         "lowering needs dense f32/bf16/f16 weights)";
+      return WalkResult::interrupt();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,26 @@
+//===- Patterns.h - kimi -> linalg pattern sets -----------------*- C++ -*-===//
+
+#ifndef KIMI_LOWERING_KIMITOLINALG_PATTERNS_H
+#define KIMI_LOWERING_KIMITOLINALG_PATTERNS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace kimi::lowering {
+
+/// embed, linear, norms, sigmoid, situ_glu, short_conv, kda_gate.
+void populateTokenwiseLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// mla, mla_decode, attn_res.
+void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// router, routed_experts, latent_moe.
+void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns);
+
+/// f32 scalar SiTU(g, u) and SiLU(g) * u.
+mlir::Value situ(mlir::OpBuilder &b, mlir::Location loc, mlir::Value g,
+                 mlir::Value u, double beta, double linearBeta);
+mlir::Value siluGlu(mlir::OpBuilder &b, mlir::Location loc, mlir::Value g,
+                    mlir::Value u);
+
+} // namespace kimi::lowering
+
+#endif
