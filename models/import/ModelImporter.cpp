@@ -6,6 +6,9 @@
 //   @prefill(tokens: [1, T])          -> (logits [1, T, V], state...)
 //   @decode(tokens: [B, 1], state...) -> (logits [B, 1, V], state...)
 //
+// (with ImportOptions::prefillChunk = N, @prefill is instead a stateful step
+// over [1, N] tokens with the signature of @decode).
+//
 // "state" is, per KDA layer, the recurrent state [B, H, dk, dv] (f32) and the
 // three short-conv states [B, K-1, H*dk] (f32); per MLA layer, prefill returns
 // the latent cache rows [B, T, R+dr] and decode takes the past cache
@@ -42,7 +45,15 @@ void kimi::registerImportDialects(DialectRegistry &registry) {
 
 namespace {
 
-enum class Mode { Prefill, Decode };
+/// What one entry point computes: `stateful` entries take the state of the
+/// previous tokens as arguments (decode, and chunked prefill); the others
+/// start from zero state (whole-sequence prefill).
+struct EntrySpec {
+  std::string name;
+  int64_t batch;
+  int64_t tokens; // ShapedType::kDynamic for any length
+  bool stateful;
+};
 
 /// One state tensor a layer function takes (decode) or returns.
 struct StateSlot {
@@ -94,14 +105,14 @@ private:
             int64_t width);
 
   // Layers.
-  Value kdaAttention(Value x, int64_t layer, Mode mode, ValueRange stateIn,
+  Value kdaAttention(Value x, int64_t layer, const EntrySpec &mode, ValueRange stateIn,
                      SmallVectorImpl<Value> &stateOut);
-  Value mlaAttention(Value x, int64_t layer, Mode mode, ValueRange stateIn,
+  Value mlaAttention(Value x, int64_t layer, const EntrySpec &mode, ValueRange stateIn,
                      SmallVectorImpl<Value> &stateOut);
   Value moe(Value x, int64_t layer);
-  std::vector<StateSlot> stateSlots(int64_t layer, Mode mode);
-  func::FuncOp layerFunction(int64_t layer, Mode mode, int64_t numSources);
-  void entryFunction(Mode mode);
+  std::vector<StateSlot> stateSlots(int64_t layer, const EntrySpec &mode);
+  func::FuncOp layerFunction(int64_t layer, const EntrySpec &mode, int64_t numSources);
+  void entryFunction(const EntrySpec &mode);
 
   llvm::Error checkOptions();
 
@@ -220,7 +231,7 @@ Value ModelBuilder::mlp(Value x, R gateRole, R upRole, R downRole,
 // Attention
 //===----------------------------------------------------------------------===//
 
-Value ModelBuilder::kdaAttention(Value x, int64_t layer, Mode mode,
+Value ModelBuilder::kdaAttention(Value x, int64_t layer, const EntrySpec &mode,
                                  ValueRange stateIn,
                                  SmallVectorImpl<Value> &stateOut) {
   const KdaConfig &k = cfg.kda;
@@ -234,7 +245,7 @@ Value ModelBuilder::kdaAttention(Value x, int64_t layer, Mode mode,
   for (int i = 0; i < 3; ++i) {
     Value p = linear(x, projRoles[i], layer, width);
     Value w = weight(convRoles[i], layer, {width, 1, taps}, f32);
-    Value state = mode == Mode::Decode ? stateIn[1 + i] : Value();
+    Value state = mode.stateful ? stateIn[1 + i] : Value();
     auto conv = ShortConvOp::create(
         b, loc, p.getType(), tt({batch, taps - 1, width}, f32), p, w, state,
         b.getUnitAttr());
@@ -268,7 +279,7 @@ Value ModelBuilder::kdaAttention(Value x, int64_t layer, Mode mode,
   Value beta = SigmoidOp::create(b, loc, betaLogits.getType(), betaLogits);
 
   auto stateType = tt({batch, k.numHeads, k.headDim, k.headDim}, f32);
-  Value initial = mode == Mode::Decode ? stateIn[0] : Value();
+  Value initial = mode.stateful ? stateIn[0] : Value();
   auto kda = KdaOp::create(b, loc, v.getType(), stateType, q, kk, v, g, beta,
                            initial, b.getF64FloatAttr(1.0 / std::sqrt(
                                                           double(k.headDim))),
@@ -289,7 +300,7 @@ Value ModelBuilder::kdaAttention(Value x, int64_t layer, Mode mode,
   return linear(mergeHeads(y), R::KdaO, layer, cfg.hidden);
 }
 
-Value ModelBuilder::mlaAttention(Value x, int64_t layer, Mode mode,
+Value ModelBuilder::mlaAttention(Value x, int64_t layer, const EntrySpec &mode,
                                  ValueRange stateIn,
                                  SmallVectorImpl<Value> &stateOut) {
   const MlaConfig &m = cfg.mla;
@@ -324,7 +335,7 @@ Value ModelBuilder::mlaAttention(Value x, int64_t layer, Mode mode,
   auto oType = tt(oShape, act());
   auto scale = b.getF64FloatAttr(1.0 / std::sqrt(double(qDim)));
   Value o;
-  if (mode == Mode::Prefill) {
+  if (!mode.stateful) {
     o = MlaOp::create(b, loc, oType, q, ckv, kpe, kvb, gate, scale);
   } else {
     Value cache =
@@ -406,11 +417,11 @@ Value ModelBuilder::moe(Value x, int64_t layer) {
 // Layers and entry points
 //===----------------------------------------------------------------------===//
 
-std::vector<StateSlot> ModelBuilder::stateSlots(int64_t layer, Mode mode) {
+std::vector<StateSlot> ModelBuilder::stateSlots(int64_t layer, const EntrySpec &mode) {
   Type f32 = b.getF32Type();
   std::string prefix = "layers." + std::to_string(layer) + ".";
   std::vector<StateSlot> slots;
-  int64_t tokens = mode == Mode::Prefill ? ShapedType::kDynamic : 1;
+  int64_t tokens = mode.tokens;
   if (cfg.layers[layer] == AttentionKind::Kda) {
     const KdaConfig &k = cfg.kda;
     auto state = tt({batch, k.numHeads, k.headDim, k.headDim}, f32);
@@ -429,14 +440,14 @@ std::vector<StateSlot> ModelBuilder::stateSlots(int64_t layer, Mode mode) {
 }
 
 /// One decoder layer: (sources..., h [, state...]) -> (h_next, state...).
-func::FuncOp ModelBuilder::layerFunction(int64_t layer, Mode mode,
+func::FuncOp ModelBuilder::layerFunction(int64_t layer, const EntrySpec &mode,
                                          int64_t numSources) {
-  int64_t tokens = mode == Mode::Prefill ? ShapedType::kDynamic : 1;
+  int64_t tokens = mode.tokens;
   auto hType = tt({batch, tokens, cfg.hidden}, act());
   std::vector<StateSlot> slots = stateSlots(layer, mode);
 
   SmallVector<Type> inputs(numSources + 1, hType), results = {hType};
-  if (mode == Mode::Decode)
+  if (mode.stateful)
     for (const StateSlot &s : slots)
       inputs.push_back(s.inType);
   for (const StateSlot &s : slots)
@@ -444,14 +455,12 @@ func::FuncOp ModelBuilder::layerFunction(int64_t layer, Mode mode,
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
-  std::string name = llvm::formatv("{0}_layer_{1}",
-                                   mode == Mode::Prefill ? "prefill" : "decode",
-                                   layer);
+  std::string name = llvm::formatv("{0}_layer_{1}", mode.name, layer);
   auto fn = func::FuncOp::create(b, loc, name,
                                  b.getFunctionType(inputs, results));
   fn.setPrivate();
   for (auto [i, s] : llvm::enumerate(slots)) {
-    if (mode == Mode::Decode)
+    if (mode.stateful)
       fn.setArgAttr(numSources + 1 + i, "kimi.state", b.getStringAttr(s.name));
     fn.setResultAttr(1 + i, "kimi.state", b.getStringAttr(s.name));
   }
@@ -507,9 +516,9 @@ func::FuncOp ModelBuilder::layerFunction(int64_t layer, Mode mode,
   return fn;
 }
 
-void ModelBuilder::entryFunction(Mode mode) {
-  batch = mode == Mode::Prefill ? 1 : opts.decodeBatch;
-  int64_t tokens = mode == Mode::Prefill ? ShapedType::kDynamic : 1;
+void ModelBuilder::entryFunction(const EntrySpec &mode) {
+  batch = mode.batch;
+  int64_t tokens = mode.tokens;
   Type f32 = b.getF32Type();
 
   // Layer functions first (they need the running count of AttnRes sources).
@@ -526,7 +535,7 @@ void ModelBuilder::entryFunction(Mode mode) {
   SmallVector<StateSlot> allSlots;
   for (int64_t l = 0; l < cfg.numLayers; ++l)
     for (const StateSlot &s : stateSlots(l, mode)) {
-      if (mode == Mode::Decode)
+      if (mode.stateful)
         inputs.push_back(s.inType);
       results.push_back(s.outType);
       allSlots.push_back(s);
@@ -534,11 +543,10 @@ void ModelBuilder::entryFunction(Mode mode) {
 
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
-  auto fn = func::FuncOp::create(b, loc,
-                                 mode == Mode::Prefill ? "prefill" : "decode",
+  auto fn = func::FuncOp::create(b, loc, mode.name,
                                  b.getFunctionType(inputs, results));
   for (auto [i, s] : llvm::enumerate(allSlots)) {
-    if (mode == Mode::Decode)
+    if (mode.stateful)
       fn.setArgAttr(1 + i, "kimi.state", b.getStringAttr(s.name));
     fn.setResultAttr(1 + i, "kimi.state", b.getStringAttr(s.name));
   }
@@ -554,7 +562,7 @@ void ModelBuilder::entryFunction(Mode mode) {
     SmallVector<Value> args(blocks);
     args.push_back(h);
     size_t slotCount = stateSlots(l, mode).size();
-    if (mode == Mode::Decode)
+    if (mode.stateful)
       for (size_t i = 0; i < slotCount; ++i)
         args.push_back(body->getArgument(nextState++));
     auto call = func::CallOp::create(b, loc, layers[l], args);
@@ -582,6 +590,11 @@ void ModelBuilder::entryFunction(Mode mode) {
 }
 
 llvm::Error ModelBuilder::checkOptions() {
+  if (opts.prefillChunk < 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "prefill chunk must not be negative, got "
+                                   "%lld",
+                                   (long long)opts.prefillChunk);
   if (opts.decodeBatch < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "decode batch must be positive, got %lld",
@@ -609,8 +622,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> ModelBuilder::build() {
   OwningOpRef<ModuleOp> owned = ModuleOp::create(loc);
   module = *owned;
   module->setAttr("kimi.model_type", b.getStringAttr(cfg.modelType));
-  entryFunction(Mode::Prefill);
-  entryFunction(Mode::Decode);
+  if (opts.prefillChunk > 0)
+    entryFunction({"prefill", 1, opts.prefillChunk, /*stateful=*/true});
+  else
+    entryFunction({"prefill", 1, ShapedType::kDynamic, /*stateful=*/false});
+  entryFunction({"decode", opts.decodeBatch, 1, /*stateful=*/true});
   if (failed(verify(module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "internal error: imported IR does not "

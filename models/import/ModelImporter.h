@@ -33,6 +33,11 @@ struct ImportOptions {
   bool mxfp4Experts = true;
   /// Sequences per decode step (the `B` of `@decode`).
   int64_t decodeBatch = 1;
+  /// 0: `@prefill` takes a whole sequence of any length from zero state.
+  /// N > 0: `@prefill` is a stateful step over exactly N tokens (batch 1)
+  /// taking the state like `@decode`, so a sequence is prefilled chunk by
+  /// chunk with static shapes (what the CPU target compiles).
+  int64_t prefillChunk = 0;
 };
 
 /// Registers the dialects the imported IR uses.

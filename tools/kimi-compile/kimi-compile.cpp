@@ -65,6 +65,11 @@ cl::opt<bool> mxfp4Experts("mxfp4-experts",
 cl::opt<int64_t> decodeBatch("decode-batch",
                              cl::desc("Sequences per @decode step"),
                              cl::init(1), cl::cat(category));
+cl::opt<int64_t> prefillChunk(
+    "prefill-chunk",
+    cl::desc("0: @prefill takes a whole sequence from zero state; N: @prefill "
+             "is a stateful step over N tokens (static shapes)"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> allowUnknown("allow-unknown-fields",
                            cl::desc("Skip config fields kimi does not know "
                                     "instead of rejecting them"),
@@ -117,6 +122,7 @@ int main(int argc, char **argv) {
   options.weights = weights;
   options.mxfp4Experts = mxfp4Experts;
   options.decodeBatch = decodeBatch;
+  options.prefillChunk = prefillChunk;
   mlir::MLIRContext context;
   auto module = importModel(*config, options, context);
   if (!module)
