@@ -1,14 +1,18 @@
 //===- kimi-opt.cpp - the kimi optimizer driver ---------------------------===//
 //
 // Parses, verifies, transforms and prints IR of the kimi dialect together
-// with the upstream dialects a model uses (func, arith, math, tensor).
+// with the upstream dialects a model uses (func, arith, math, tensor) and
+// those the lowering produces (linalg, scf).
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Kimi/KimiDialect.h"
+#include "lowering/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -24,7 +28,11 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<kimi::KimiDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::math::MathDialect,
-                  mlir::tensor::TensorDialect>();
+                  mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
+                  mlir::scf::SCFDialect>();
+
+  // kimi lowering passes (kimi-lower-kda).
+  kimi::registerKimiLoweringPasses();
 
   // Generic upstream passes that are useful on kimi IR.
   mlir::registerCanonicalizerPass();

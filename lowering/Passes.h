@@ -1,0 +1,23 @@
+//===- Passes.h - lowering passes out of the kimi dialect -------*- C++ -*-===//
+
+#ifndef KIMI_LOWERING_PASSES_H
+#define KIMI_LOWERING_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace kimi {
+
+#define GEN_PASS_DECL
+#include "lowering/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "lowering/Passes.h.inc"
+
+} // namespace kimi
+
+#endif // KIMI_LOWERING_PASSES_H
