@@ -9,6 +9,64 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KimiLowerKda : Pass<"kimi-lower-kda"> {
+  let summary = "Lower chunked kimi.kda to linalg/tensor/arith/math/scf";
+  let description = [{
+    Rewrites every `kimi.kda` op that carries a `#kimi.decay` attribute into
+    the chunked form of Kimi Delta Attention (shared/reference/kimi-k3.md §2)
+    on static-shaped tensors. Per batch `b` and head `h` (two `scf.for`) a
+    third `scf.for` walks the full chunks of `C = decay.chunk` tokens with the
+    f32 state `S : [dk, dv]` and the output tensor as iter_args; when `T` is
+    not a multiple of `C` the last, partial chunk of `T mod C` tokens is
+    emitted once more after the loop with its own static shape. Per chunk of
+    `n` tokens, with `G` the inclusive cumsum of `g` from the chunk's first
+    token (causal anchor):
+
+    ```
+    Akk[i,j] = beta_i sum_d k_id exp(G_id - G_jd) k_jd       (j <  i)
+    Aqk[i,j] =        sum_d q_id exp(G_id - G_jd) k_jd       (j <= i)
+    Tm       = (I + Akk)^-1 = (I - N)(I + N^2)(I + N^4)...   (N = Akk,
+                                                ceil(log2 n) factors)
+    W = Tm Diag(beta) (exp(G) ⊙ K)      U = Tm Diag(beta) V
+    V_new = U - W S
+    O     = scale ((exp(G) ⊙ Q) S + Aqk V_new)
+    S     = Diag(exp(G_last)) S + (exp(G_last - G) ⊙ K)^T V_new
+    ```
+
+    The `diag` strategy of the attribute decides how Akk and Aqk are formed:
+
+    * `dense`: as `linalg.matmul`s of the rescaled operands
+      `(K ⊙ exp(G)) (K ⊙ exp(-G))^T` and `(Q ⊙ exp(G)) (K ⊙ exp(-G))^T`,
+      followed by an elementwise lower-triangular mask (and the row scale
+      `beta` for Akk). Only valid when `exp(-G)` cannot overflow, which is
+      what the decay-bound proof establishes (`C |L| log2 e` below the
+      exponent headroom); the lowering contains no pairwise construct.
+    * `pairwise`: as one `linalg.generic` over `(i, j, d)` per matrix
+      (`iterator_types = [parallel, parallel, reduction]`) that forms the
+      exponent as the difference `G_id - G_jd` (masked to zero above the
+      diagonal) before `math.exp`; `exp(-G)` is never materialised. Safe for
+      any gate, slower (not a tensor-core product).
+
+    Everything else (cumsum as a matmul with a lower-triangular 0/1 matrix,
+    the Neumann product, W, U, V_new, O and the state update) is the same
+    `linalg.matmul` / elementwise `linalg.generic` code for both strategies.
+    Computation is in f32; bf16/f16 operands are extended on load and the
+    output truncated to the result type. `initial_state` defaults to zeros;
+    the final state is returned.
+
+    `kimi.kda` ops without a `decay` attribute are left unchanged: they have
+    not been through `kimi-chunk-kda`, and choosing a strategy is that
+    pass's job, not the lowering's.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
   let summary = "Lower kimi graph ops (all but kda) to linalg/tensor/scf";
   let description = [{

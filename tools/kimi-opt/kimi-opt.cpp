@@ -1,7 +1,8 @@
 //===- kimi-opt.cpp - the kimi optimizer driver ---------------------------===//
 //
 // Parses, verifies, transforms and prints IR of the kimi dialect together
-// with the upstream dialects a model uses (func, arith, math, tensor).
+// with the upstream dialects a model uses (func, arith, math, tensor) and
+// those the lowering produces (linalg, scf).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,8 +11,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
