@@ -107,4 +107,23 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
   ];
 }
 
+def KimiExternalizeWeights
+    : Pass<"kimi-externalize-weights", "::mlir::ModuleOp"> {
+  let summary = "Turn model weights into exported, runtime-filled globals";
+  let description = [{
+    The CPU target's weight ABI (docs/runtime-abi.md): every `kimi.weight`
+    becomes an uninitialised public `memref.global @kimi_w_<slot>` of its
+    shape (64-byte aligned), where `slot` is the weight's position among the
+    module's `kimi.weight` ops, and every `kimi.weight_ref` becomes a
+    `memref.get_global` wrapped in a read-only `bufferization.to_tensor`.
+    The runtime finds each global by name in the compiled shared object and
+    writes the weight into it before the first call; the code only reads it.
+    Weights must have a static shape and a plain float element type.
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
 #endif // KIMI_LOWERING_PASSES_TD

@@ -7,6 +7,9 @@
 
 #include "models/import/ModelImporter.h"
 #include "models/import/ModelReport.h"
+#include "lowering/Passes.h"
+#include "lowering/ToCPU/CpuCodegen.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -22,7 +25,7 @@ namespace cl = llvm::cl;
 using namespace kimi;
 
 namespace {
-enum class Emit { Kimi };
+enum class Emit { Kimi, SharedObject, LLVMIR };
 
 cl::OptionCategory category("kimi-compile options");
 
@@ -34,7 +37,12 @@ cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
 cl::opt<Emit> emit("emit", cl::desc("What to produce"), cl::init(Emit::Kimi),
                    cl::values(clEnumValN(Emit::Kimi, "kimi",
                                          "the whole model in the kimi dialect "
-                                         "(@prefill and @decode)")),
+                                         "(@prefill and @decode)"),
+                              clEnumValN(Emit::SharedObject, "so",
+                                         "the CPU shared object alone"),
+                              clEnumValN(Emit::LLVMIR, "llvm",
+                                         "the optimised LLVM IR of the CPU "
+                                         "code")),
                    cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the cost report (parameters, weight "
@@ -70,6 +78,11 @@ cl::opt<int64_t> prefillChunk(
     cl::desc("0: @prefill takes a whole sequence from zero state; N: @prefill "
              "is a stateful step over N tokens (static shapes)"),
     cl::init(0), cl::cat(category));
+cl::opt<std::string> frontPipeline(
+    "front-pipeline",
+    cl::desc("Passes run on kimi IR before lowering to CPU code (default: "
+             "the decay proof and KDA chunking)"),
+    cl::init("kimi-prove-decay-bounds,kimi-chunk-kda"), cl::cat(category));
 cl::opt<bool> allowUnknown("allow-unknown-fields",
                            cl::desc("Skip config fields kimi does not know "
                                     "instead of rejecting them"),
@@ -84,6 +97,7 @@ static int fail(const llvm::Twine &message) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
+  kimi::registerKimiLoweringPasses();
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "kimi-compile " << KIMI_VERSION << "\n";
   });
@@ -117,16 +131,35 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  // The CPU target computes in f32 with dense weights (the runtime converts
+  // bf16 and dequantises MXFP4 at load) and prefills in static chunks.
+  bool cpu = emit != Emit::Kimi;
   ImportOptions options;
-  options.activations = activations;
-  options.weights = weights;
-  options.mxfp4Experts = mxfp4Experts;
+  options.activations = cpu ? NumericType::F32 : activations.getValue();
+  options.weights = cpu ? NumericType::F32 : weights.getValue();
+  options.mxfp4Experts = cpu ? false : mxfp4Experts.getValue();
   options.decodeBatch = decodeBatch;
-  options.prefillChunk = prefillChunk;
-  mlir::MLIRContext context;
+  options.prefillChunk = cpu && prefillChunk == 0 ? 64 : prefillChunk.getValue();
+  mlir::DialectRegistry registry;
+  registerImportDialects(registry);
+  registerCpuCodegenDialects(registry);
+  mlir::MLIRContext context(registry);
   auto module = importModel(*config, options, context);
   if (!module)
     return fail(llvm::toString(module.takeError()));
+  if (cpu) {
+    CpuCodegenOptions codegen;
+    codegen.frontPipeline = frontPipeline;
+    std::string llvmIR;
+    if (emit == Emit::LLVMIR)
+      codegen.llvmIR = &llvmIR;
+    llvm::Expected<std::string> so = compileToSharedObject(**module, codegen);
+    if (!so)
+      return fail(llvm::toString(so.takeError()));
+    output->os() << (emit == Emit::LLVMIR ? llvmIR : *so);
+    output->keep();
+    return 0;
+  }
   (*module)->print(output->os());
   output->os() << "\n";
   output->keep();

@@ -1,0 +1,245 @@
+//===- CpuCodegen.cpp - kimi module -> native shared object ---------------===//
+
+#include "lowering/ToCPU/CpuCodegen.h"
+#include "dialects/Kimi/KimiDialect.h"
+#include "lowering/Passes.h"
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Transforms/OneShotAnalysis.h"
+#include "mlir/Dialect/Bufferization/Transforms/OneShotModuleBufferize.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+
+void kimi::registerCpuCodegenDialects(DialectRegistry &registry) {
+  registry.insert<LLVM::LLVMDialect, cf::ControlFlowDialect>();
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
+      registry);
+  cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &step, const std::string &diagnostics) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "CPU code generation failed in %s%s%s",
+                                 step.str().c_str(),
+                                 diagnostics.empty() ? "" : ":\n",
+                                 diagnostics.c_str());
+}
+
+/// Runs `cc -shared` on the object; the result is the .so bytes.
+llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("kimi-cpu", dir))
+    return llvm::createStringError(ec, "cannot create a temporary directory");
+  std::string objPath = (dir + "/model.o").str();
+  std::string soPath = (dir + "/model.so").str();
+  auto cleanup = llvm::make_scope_exit([&] {
+    llvm::sys::fs::remove(objPath);
+    llvm::sys::fs::remove(soPath);
+    llvm::sys::fs::remove(dir);
+  });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(objPath, ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write %s", objPath.c_str());
+    os << object;
+  }
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return llvm::createStringError(cc.getError(),
+                                   "no C compiler driver 'cc' on PATH to link "
+                                   "the shared object (install gcc)");
+  std::string message;
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", soPath,
+                                             objPath, "-lm"};
+  int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0,
+                                     &message);
+  if (rc != 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "linking the shared object failed (%s %s)",
+                                   cc->c_str(), message.c_str());
+  auto buffer = llvm::MemoryBuffer::getFile(soPath, /*IsText=*/false);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(), "cannot read %s",
+                                   soPath.c_str());
+  return (*buffer)->getBuffer().str();
+}
+
+} // namespace
+
+llvm::Expected<std::string>
+kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
+  MLIRContext *ctx = module.getContext();
+  std::string diagnostics;
+  llvm::raw_string_ostream diagStream(diagnostics);
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    diagStream << diag.getLocation() << ": " << diag << "\n";
+    return success();
+  });
+
+  // 1. kimi level: proof and chunking, lowering to linalg, weights.
+  {
+    PassManager pm(ctx);
+    if (!options.frontPipeline.empty() &&
+        failed(parsePassPipeline(options.frontPipeline, pm)))
+      return failure("parsing the front pipeline '" + options.frontPipeline +
+                         "'",
+                     diagnostics);
+    pm.addPass(kimi::createKimiLowerKda());
+    pm.addPass(kimi::createKimiLowerToLinalg());
+    // Elementwise arith/math on tensors (residual adds) become linalg too.
+    pm.addPass(createConvertElementwiseToLinalgPass());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    pm.addPass(kimi::createKimiExternalizeWeights());
+    if (failed(pm.run(module)))
+      return failure("lowering kimi ops", diagnostics);
+  }
+  // Anything kimi left (e.g. kda without a proof attribute) cannot run.
+  Operation *leftover = nullptr;
+  module.walk([&](Operation *op) {
+    if (isa<kimi::KimiDialect>(op->getDialect()) && !leftover)
+      leftover = op;
+  });
+  if (leftover) {
+    std::string name = leftover->getName().getStringRef().str();
+    return failure("lowering kimi ops", "'" + name +
+                                            "' was not lowered (is the decay "
+                                            "proof in the front pipeline?)");
+  }
+
+  // 2. Entry points get MLIR's C interface. The state names on arguments
+  // and results live on in the artifact's signature, not in the code.
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    fn.setArgAttrsAttr(nullptr);
+    fn.setResAttrsAttr(nullptr);
+  }
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (fn.isPublic())
+      fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                  UnitAttr::get(ctx));
+
+  // 3. Bufferize the whole call graph; function results get identity layouts
+  // so the runtime sees plain row-major buffers.
+  bufferization::OneShotBufferizationOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.allowReturnAllocsFromLoops = true;
+  bufferize.setFunctionBoundaryTypeConversion(
+      bufferization::LayoutMapOption::IdentityLayoutMap);
+  bufferize.memCpyFn = [](OpBuilder &b, Location loc, Value from,
+                          Value to) -> LogicalResult {
+    linalg::CopyOp::create(b, loc, from, to);
+    return success();
+  };
+  bufferization::BufferizationState state;
+  if (failed(bufferization::runOneShotModuleBufferize(module, bufferize,
+                                                      state)))
+    return failure("bufferization", diagnostics);
+
+  // 4. To the LLVM dialect.
+  {
+    PassManager pm(ctx);
+    bufferization::buildBufferDeallocationPipeline(pm);
+    pm.addPass(createConvertLinalgToLoopsPass());
+    pm.addPass(memref::createExpandStridedMetadataPass());
+    pm.addPass(createLowerAffinePass());
+    pm.addPass(createSCFToControlFlowPass());
+    pm.addPass(createConvertMathToLLVMPass());
+    pm.addPass(createConvertMathToLibmPass());
+    pm.addPass(createArithToLLVMConversionPass());
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+    pm.addPass(createConvertFuncToLLVMPass());
+    pm.addPass(createConvertControlFlowToLLVMPass());
+    pm.addPass(createReconcileUnrealizedCastsPass());
+    if (failed(pm.run(module)))
+      return failure("lowering to the LLVM dialect", diagnostics);
+  }
+
+  // 5. LLVM IR, optimised for the host, as a PIC object.
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, "kimi_model");
+  if (!llvmModule)
+    return failure("translation to LLVM IR", diagnostics);
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return failure("looking up the host target", error);
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), "", llvm::TargetOptions(),
+      llvm::Reloc::PIC_));
+  llvmModule->setTargetTriple(triple);
+  llvmModule->setDataLayout(machine->createDataLayout());
+  auto optimize = makeOptimizingTransformer(options.optLevel, 0, machine.get());
+  if (llvm::Error e = optimize(llvmModule.get()))
+    return failure("LLVM optimisation", llvm::toString(std::move(e)));
+  if (options.llvmIR) {
+    llvm::raw_string_ostream os(*options.llvmIR);
+    llvmModule->print(os, nullptr);
+  }
+  llvm::SmallString<0> object;
+  {
+    llvm::raw_svector_ostream os(object);
+    llvm::legacy::PassManager codegen;
+    if (machine->addPassesToEmitFile(codegen, os, nullptr,
+                                     llvm::CodeGenFileType::ObjectFile))
+      return failure("object emission", "the target cannot emit objects");
+    codegen.run(*llvmModule);
+  }
+  return linkSharedObject(object);
+}

@@ -1,0 +1,46 @@
+//===- CpuCodegen.h - kimi module -> native shared object -------*- C++ -*-===//
+//
+// The CPU target: lowers a kimi module (dense f32 weights) through linalg,
+// bufferization and the LLVM dialect to a native shared object with the ABI
+// of docs/runtime-abi.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOCPU_CPUCODEGEN_H
+#define KIMI_LOWERING_TOCPU_CPUCODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+}
+
+namespace kimi {
+
+/// Name of the exported global holding the weight at `slot` (the position of
+/// its `kimi.weight` in the module).
+std::string weightGlobalName(size_t slot);
+
+struct CpuCodegenOptions {
+  /// Textual pass pipeline (nested under builtin.module) run first, on kimi
+  /// IR; the decay proof and chunking go here.
+  std::string frontPipeline = "kimi-prove-decay-bounds,kimi-chunk-kda";
+  /// LLVM optimisation level of the generated code.
+  unsigned optLevel = 2;
+  /// Keep the LLVM IR text here when non-null (for --emit=llvm).
+  std::string *llvmIR = nullptr;
+};
+
+/// Registers what the CPU pipeline parses and translates.
+void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
+
+/// Lowers `module` in place and returns the bytes of the linked shared
+/// object. Errors carry the diagnostics of the failing step.
+llvm::Expected<std::string> compileToSharedObject(mlir::ModuleOp module,
+                                                  const CpuCodegenOptions &options);
+
+} // namespace kimi
+
+#endif
