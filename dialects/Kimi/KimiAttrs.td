@@ -46,8 +46,8 @@ def Kimi_DecayAttr : AttrDef<Kimi_Dialect, "Decay"> {
     Records what the decay-bound proof established about the per-step log
     decay `g` of a `kimi.kda` op and how the op is chunked:
 
-    * `lower`: a proven lower bound `L < 0` with `g > L` (absent when nothing
-      was proven),
+    * `lower`: a proven lower bound `L <= 0` with `g >= L` (absent when
+      nothing was proven),
     * `chunk`: the chunk length `C`, a power of two in `[16, 64]`,
     * `diag`: `dense` when the diagonal tiles are computed as rescaled dense
       matmuls (needs `C * |L| * log2(e)` below the operand type's exponent
@@ -80,6 +80,48 @@ def Kimi_DecayAttr : AttrDef<Kimi_Dialect, "Decay"> {
       return std::nullopt;
     }
   }];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// #kimi.interval
+//===----------------------------------------------------------------------===//
+
+def Kimi_IntervalAttr : AttrDef<Kimi_Dialect, "Interval"> {
+  let mnemonic = "interval";
+  let summary = "a proven interval of real values";
+  let description = [{
+    An interval that encloses every element of a float value, as proven by
+    the decay-bound analysis (`kimi-prove-decay-bounds` attaches the interval
+    of each `kimi.kda` gate as `kimi.decay_interval`). Each end is a bound,
+    closed unless marked `open`; an absent end is unbounded.
+
+    ```mlir
+    #kimi.interval<lower = -5.0, upper = 0.0>            // [-5, 0]
+    #kimi.interval<lower = -5.0 open, upper = 0.0 open>  // (-5, 0)
+    #kimi.interval<upper = 0.0>                          // (-inf, 0]
+    #kimi.interval<>                                     // (-inf, +inf)
+    ```
+  }];
+  let parameters = (ins
+    OptionalParameter<"::mlir::FloatAttr">:$lower,
+    OptionalParameter<"::mlir::FloatAttr">:$upper,
+    "bool":$lowerOpen,
+    "bool":$upperOpen);
+  let builders = [
+    AttrBuilder<(ins "std::optional<double>":$lower, "bool":$lowerOpen,
+                     "std::optional<double>":$upper, "bool":$upperOpen), [{
+      ::mlir::Type f64 = ::mlir::Float64Type::get($_ctxt);
+      ::mlir::FloatAttr lowerAttr, upperAttr;
+      if (lower)
+        lowerAttr = ::mlir::FloatAttr::get(f64, *lower);
+      if (upper)
+        upperAttr = ::mlir::FloatAttr::get(f64, *upper);
+      return $_get($_ctxt, lowerAttr, upperAttr, lower && lowerOpen,
+                   upper && upperOpen);
+    }]>
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

@@ -8,6 +8,7 @@
 #include "models/import/ModelImporter.h"
 #include "models/import/ModelReport.h"
 #include "lowering/Passes.h"
+#include "passes/Passes.h"
 #include "lowering/ToCPU/CpuCodegen.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -98,6 +99,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   kimi::registerKimiLoweringPasses();
+  kimi::registerKimiPasses();
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "kimi-compile " << KIMI_VERSION << "\n";
   });

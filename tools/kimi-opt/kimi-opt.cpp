@@ -8,6 +8,7 @@
 
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/Passes.h"
+#include "passes/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -37,6 +38,9 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
   kimi::registerKimiLoweringPasses();
+
+  // kimi's own analyses and transforms (passes/Passes.td).
+  kimi::registerKimiPasses();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "kimi " << KIMI_VERSION
