@@ -848,16 +848,8 @@ func.func @decay_chunk_too_large(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64x
 
 // -----
 
-func.func @decay_zero_lower(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x8x4xbf16>) {
-  // expected-error @+1 {{decay lower bound must be negative, got 0}}
-  %o, %s = kimi.kda %q, %k, %v, %g, %b scale(0.125) {decay = #kimi.decay<lower = 0.0, chunk = 16, diag = dense>} : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
-  return
-}
-
-// -----
-
 func.func @decay_positive_lower(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x8x4xbf16>) {
-  // expected-error @+1 {{decay lower bound must be negative, got 2.5}}
+  // expected-error @+1 {{decay lower bound must not be positive, got 2.500000e+00}}
   %o, %s = kimi.kda %q, %k, %v, %g, %b scale(0.125) {decay = #kimi.decay<lower = 2.5, chunk = 32, diag = dense>} : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
   return
 }
