@@ -675,13 +675,22 @@ std::vector<double> ReferenceModel::run(const std::vector<int32_t> &tokens,
       a[i] += b[i];
     return a;
   };
+  auto sources = [&](const std::vector<double> &last) {
+    std::vector<const std::vector<double> *> srcs;
+    for (const auto &b : blocks)
+      srcs.push_back(&b);
+    srcs.push_back(&last);
+    return srcs;
+  };
   for (int64_t l = 0; l < config_.numLayers; ++l) {
+    std::vector<double> attnIn, a, mlpIn, out;
     if (block == 0) {
       // Ordinary pre-norm residual stream.
-      h = add(h, attention(rmsNormRows(h, T, R::InputNorm, l, eps), T, l,
-                           state));
-      h = add(h,
-              mlp(rmsNormRows(h, T, R::PostAttnNorm, l, eps), T, l, trace));
+      attnIn = h;
+      a = attention(rmsNormRows(attnIn, T, R::InputNorm, l, eps), T, l, state);
+      mlpIn = add(std::move(h), a);
+      out = mlp(rmsNormRows(mlpIn, T, R::PostAttnNorm, l, eps), T, l, trace);
+      h = add(mlpIn, out);
     } else {
       // §4, per decoder layer, literally:
       //   prefix = h
@@ -692,39 +701,30 @@ std::vector<double> ReferenceModel::run(const std::vector<int32_t> &tokens,
       //   m = mix(blocks + [prefix]; mlp_res)
       //   h_next = prefix + MLP(post_attention_layernorm(m))
       std::optional<std::vector<double>> prefix = h;
-      if (!blocks.empty()) {
-        std::vector<const std::vector<double> *> srcs;
-        for (const auto &b : blocks)
-          srcs.push_back(&b);
-        srcs.push_back(&*prefix);
-        h = mixRows(srcs, T, R::AttnResNorm, R::AttnResProj, l);
-      }
+      attnIn = blocks.empty() ? h
+                              : mixRows(sources(*prefix), T, R::AttnResNorm,
+                                        R::AttnResProj, l);
       if (l % block == 0) {
         blocks.push_back(std::move(*prefix));
         prefix.reset();
       }
-      std::vector<double> a =
-          attention(rmsNormRows(h, T, R::InputNorm, l, eps), T, l, state);
+      a = attention(rmsNormRows(attnIn, T, R::InputNorm, l, eps), T, l, state);
       prefix = prefix ? add(std::move(*prefix), a) : a;
-      std::vector<const std::vector<double> *> srcs;
-      for (const auto &b : blocks)
-        srcs.push_back(&b);
-      srcs.push_back(&*prefix);
-      std::vector<double> m =
-          mixRows(srcs, T, R::MlpResNorm, R::MlpResProj, l);
-      h = add(std::move(*prefix),
-              mlp(rmsNormRows(m, T, R::PostAttnNorm, l, eps), T, l, trace));
+      mlpIn = mixRows(sources(*prefix), T, R::MlpResNorm, R::MlpResProj, l);
+      out = mlp(rmsNormRows(mlpIn, T, R::PostAttnNorm, l, eps), T, l, trace);
+      h = add(std::move(*prefix), out);
     }
-    if (trace)
+    if (trace) {
+      trace->attnInputs.push_back(std::move(attnIn));
+      trace->attnOutputs.push_back(std::move(a));
+      trace->mlpInputs.push_back(std::move(mlpIn));
+      trace->mlpOutputs.push_back(std::move(out));
       trace->layerOutputs.push_back(h);
+    }
   }
   if (block > 0) {
     // After the last layer: h = mix(blocks + [h]; output_attn_res).
-    std::vector<const std::vector<double> *> srcs;
-    for (const auto &b : blocks)
-      srcs.push_back(&b);
-    srcs.push_back(&h);
-    h = mixRows(srcs, T, R::OutputResNorm, R::OutputResProj, -1);
+    h = mixRows(sources(h), T, R::OutputResNorm, R::OutputResProj, -1);
   }
   if (trace)
     trace->finalHidden = h;

@@ -154,9 +154,13 @@ struct ModelState {
 
 /// Intermediate values of one `run`, for locating a mismatch.
 struct Trace {
-  /// Per layer, the layer's output h_next `[T, D]` (for AttnRes models the
-  /// running partial sum of the current block).
-  std::vector<std::vector<double>> layerOutputs;
+  /// Per layer, `[T, D]` each: the attention's input before input_layernorm
+  /// (the AttnRes mix, or the residual stream), the attention's output, the
+  /// MLP's input before post_attention_layernorm (the mix, or the residual
+  /// stream), the MLP's output, and the layer's output h_next (for AttnRes
+  /// models the running partial sum of the current block).
+  std::vector<std::vector<double>> attnInputs, attnOutputs, mlpInputs,
+      mlpOutputs, layerOutputs;
   /// The input of the final norm `[T, D]`.
   std::vector<double> finalHidden;
   /// Per layer, the smallest gap over the tokens between the k-th and the

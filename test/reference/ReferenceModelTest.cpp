@@ -13,6 +13,7 @@
 #include "models/import/ModelImporter.h"
 #include "mlir/IR/MLIRContext.h"
 #include "gtest/gtest.h"
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -395,5 +396,322 @@ TEST_P(WholeModel, ExplicitLayerKindsRun) {
 INSTANTIATE_TEST_SUITE_P(Models, WholeModel,
                          ::testing::Values("k3-tiny", "kimi-linear-tiny"),
                          testName);
+
+//===----------------------------------------------------------------------===//
+// One layer spelled out: the wiring of each attention layer (weight layouts,
+// conv taps, gate and norm placement) against a scalar transcription of §2 and
+// §3 on a one-layer model whose MLP is switched off (down_proj = 0), so that
+// the layer output is embedding + attention.
+//===----------------------------------------------------------------------===//
+
+namespace spelled {
+
+ModelConfig tinyConfig(bool kda) {
+  std::string text = R"({
+    "vocab_size": 4, "hidden_size": 2, "intermediate_size": 2,
+    "num_hidden_layers": 1, "rms_norm_eps": 1e-5,
+    "num_attention_heads": 2, "q_lora_rank": 2, "kv_lora_rank": 2,
+    "qk_nope_head_dim": 1, "qk_rope_head_dim": 1, "v_head_dim": 1,
+    "mla_use_nope": true, "mla_use_output_gate": true,
+    "linear_attn_config": {
+      "kda_layers": KDA, "full_attn_layers": MLA, "num_heads": 1,
+      "head_dim": 2, "short_conv_kernel_size": 2,
+      "use_full_rank_gate": true, "gate_lower_bound": -5.0},
+    "num_experts": 1, "num_experts_per_token": 1,
+    "moe_intermediate_size": 1, "first_k_dense_replace": 1})";
+  text.replace(text.find("KDA"), 3, kda ? "[1]" : "[]");
+  text.replace(text.find("MLA"), 3, kda ? "[]" : "[1]");
+  llvm::Expected<ModelConfig> cfg = parseModelConfig(text, "spelled");
+  if (!cfg) {
+    ADD_FAILURE() << llvm::toString(cfg.takeError());
+    return {};
+  }
+  return *cfg;
+}
+
+double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+/// Layer input x_t = RMSNorm(embedding) and the weight accessor.
+struct OneLayer {
+  ModelConfig cfg;
+  WeightMap w;
+  std::vector<int32_t> tokens = {2, 0, 3};
+  std::vector<std::array<double, 2>> x;
+  const std::vector<double> &operator[](const std::string &suffix) {
+    return w.at("model.layers.0." + suffix).data;
+  }
+  explicit OneLayer(bool kda) : cfg(tinyConfig(kda)), w(randomWeights(cfg, 9)) {
+    for (double &v : w.at("model.layers.0.mlp.down_proj.weight").data)
+      v = 0.0;
+    const std::vector<double> &e = w.at("model.embed_tokens.weight").data;
+    const std::vector<double> &n = (*this)["input_layernorm.weight"];
+    for (int32_t t : tokens) {
+      double a = e[2 * t], b = e[2 * t + 1];
+      double r = 1.0 / std::sqrt((a * a + b * b) / 2.0 + 1e-5);
+      x.push_back({a * r * n[0], b * r * n[1]});
+    }
+  }
+  /// The attention output the model computed: layer output - embedding.
+  std::vector<double> modelAttention() {
+    ReferenceModel model(cfg, w);
+    ModelState st = model.initialState();
+    Trace trace;
+    model.run(tokens, st, &trace);
+    std::vector<double> a = trace.layerOutputs[0];
+    const std::vector<double> &e = w.at("model.embed_tokens.weight").data;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      for (int d = 0; d < 2; ++d)
+        a[2 * t + d] -= e[2 * tokens[t] + d];
+    return a;
+  }
+};
+
+/// W [rows, 2] times a 2-vector, row r.
+double dot2(const std::vector<double> &W, int r, const std::array<double, 2> &v) {
+  return W[2 * r] * v[0] + W[2 * r + 1] * v[1];
+}
+
+} // namespace spelled
+
+TEST(Kda, WholeLayerOnOneHeadSpelledOut) {
+  using namespace spelled;
+  OneLayer s(/*kda=*/true);
+  auto &Wq = s["self_attn.q_proj.weight"], &Wk = s["self_attn.k_proj.weight"],
+       &Wv = s["self_attn.v_proj.weight"];
+  auto &Cq = s["self_attn.q_conv1d.weight"], &Ck = s["self_attn.k_conv1d.weight"],
+       &Cv = s["self_attn.v_conv1d.weight"];
+  auto &Fa = s["self_attn.f_a_proj.weight"], &Fb = s["self_attn.f_b_proj.weight"];
+  double A = s["self_attn.A_log"][0];
+  auto &dt = s["self_attn.dt_bias"], &Wb = s["self_attn.b_proj.weight"],
+       &Wg = s["self_attn.g_proj.weight"], &On = s["self_attn.o_norm.weight"],
+       &Wo = s["self_attn.o_proj.weight"];
+  double S[2][2] = {{0, 0}, {0, 0}};
+  std::array<double, 2> prevQ = {0, 0}, prevK = {0, 0}, prevV = {0, 0};
+  std::vector<double> want;
+  for (size_t t = 0; t < s.tokens.size(); ++t) {
+    const std::array<double, 2> &x = s.x[t];
+    std::array<double, 2> pq, pk, pv, q, k, v, z, g, gate;
+    std::array<double, 2> fa = {dot2(Fa, 0, x), dot2(Fa, 1, x)};
+    for (int c = 0; c < 2; ++c) {
+      pq[c] = dot2(Wq, c, x);
+      pk[c] = dot2(Wk, c, x);
+      pv[c] = dot2(Wv, c, x);
+      // Conv weight [C, 1, 2]: tap 0 the previous token, tap 1 the current.
+      double cq = Cq[2 * c] * prevQ[c] + Cq[2 * c + 1] * pq[c];
+      double ck = Ck[2 * c] * prevK[c] + Ck[2 * c + 1] * pk[c];
+      double cv = Cv[2 * c] * prevV[c] + Cv[2 * c + 1] * pv[c];
+      q[c] = cq * sig(cq);
+      k[c] = ck * sig(ck);
+      v[c] = cv * sig(cv);
+      z[c] = dot2(Fb, c, fa);
+      g[c] = -5.0 * sig(std::exp(A) * (z[c] + dt[c]));
+      gate[c] = dot2(Wg, c, x);
+    }
+    prevQ = pq, prevK = pk, prevV = pv;
+    double nq = std::sqrt(q[0] * q[0] + q[1] * q[1] + 1e-6);
+    double nk = std::sqrt(k[0] * k[0] + k[1] * k[1] + 1e-6);
+    q = {q[0] / nq, q[1] / nq};
+    k = {k[0] / nk, k[1] / nk};
+    double beta = sig(dot2(Wb, 0, x));
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        S[i][j] *= std::exp(g[i]);
+    double u[2];
+    for (int j = 0; j < 2; ++j)
+      u[j] = beta * (v[j] - (S[0][j] * k[0] + S[1][j] * k[1]));
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        S[i][j] += k[i] * u[j];
+    std::array<double, 2> o;
+    for (int j = 0; j < 2; ++j)
+      o[j] = (S[0][j] * q[0] + S[1][j] * q[1]) / std::sqrt(2.0);
+    double r = 1.0 / std::sqrt((o[0] * o[0] + o[1] * o[1]) / 2.0 + 1e-5);
+    std::array<double, 2> y = {On[0] * o[0] * r * sig(gate[0]),
+                               On[1] * o[1] * r * sig(gate[1])};
+    want.push_back(dot2(Wo, 0, y));
+    want.push_back(dot2(Wo, 1, y));
+  }
+  std::vector<double> got = s.modelAttention();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-13) << i;
+}
+
+TEST(Mla, WholeLayerWithTwoHeadsSpelledOut) {
+  using namespace spelled;
+  OneLayer s(/*kda=*/false);
+  auto &Wqa = s["self_attn.q_a_proj.weight"], &Nqa = s["self_attn.q_a_layernorm.weight"],
+       &Wqb = s["self_attn.q_b_proj.weight"], // [H*(dn+dr)=4, 2]
+      &Wkva = s["self_attn.kv_a_proj_with_mqa.weight"], // [R+dr=3, 2]
+      &Nkv = s["self_attn.kv_a_layernorm.weight"],
+       &Wkvb = s["self_attn.kv_b_proj.weight"], // [H*(dn+dv)=4, R=2]
+      &Wg = s["self_attn.g_proj.weight"], &Wo = s["self_attn.o_proj.weight"];
+  auto rms = [](std::array<double, 2> a, const std::vector<double> &w) {
+    double r = 1.0 / std::sqrt((a[0] * a[0] + a[1] * a[1]) / 2.0 + 1e-6);
+    return std::array<double, 2>{a[0] * r * w[0], a[1] * r * w[1]};
+  };
+  const size_t T = s.tokens.size();
+  std::vector<std::array<double, 2>> ckv(T);
+  std::vector<double> kpe(T);
+  for (size_t t = 0; t < T; ++t) {
+    ckv[t] = rms({dot2(Wkva, 0, s.x[t]), dot2(Wkva, 1, s.x[t])}, Nkv);
+    kpe[t] = dot2(Wkva, 2, s.x[t]);
+  }
+  std::vector<double> want;
+  for (size_t t = 0; t < T; ++t) {
+    std::array<double, 2> qa =
+        rms({dot2(Wqa, 0, s.x[t]), dot2(Wqa, 1, s.x[t])}, Nqa);
+    std::array<double, 2> o; // one value per head (dv = 1)
+    for (int h = 0; h < 2; ++h) {
+      double qNope = dot2(Wqb, 2 * h, qa), qPe = dot2(Wqb, 2 * h + 1, qa);
+      // kv_b_proj per head: dn = 1 row of W_uk, then dv = 1 row of W_uv.
+      std::vector<double> score, value;
+      double mx = -INFINITY;
+      for (size_t j = 0; j <= t; ++j) {
+        double kNope = dot2(Wkvb, 2 * h, ckv[j]);
+        score.push_back((qNope * kNope + qPe * kpe[j]) / std::sqrt(2.0));
+        value.push_back(dot2(Wkvb, 2 * h + 1, ckv[j]));
+        mx = std::max(mx, score.back());
+      }
+      double sum = 0, acc = 0;
+      for (size_t j = 0; j <= t; ++j)
+        sum += std::exp(score[j] - mx);
+      for (size_t j = 0; j <= t; ++j)
+        acc += std::exp(score[j] - mx) / sum * value[j];
+      o[h] = acc * sig(dot2(Wg, h, s.x[t]));
+    }
+    want.push_back(dot2(Wo, 0, o));
+    want.push_back(dot2(Wo, 1, o));
+  }
+  std::vector<double> got = s.modelAttention();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-13) << i;
+}
+
+//===----------------------------------------------------------------------===//
+// AttnRes bookkeeping, stated declaratively
+//===----------------------------------------------------------------------===//
+
+/// §4 restated without the running bookkeeping: with block b = l / B, the
+/// sources of layer l are the embedding, the sealed blocks S_j (j < b, the sum
+/// of a_i + out_i over the layers of block j) and the partial sum
+/// P = sum of a_i + out_i over the layers of block b before l. The attention
+/// input is the embedding at layer 0, mix(emb, S_0..S_{b-1}) at the first
+/// layer of a block and mix(emb, S_.., P) otherwise; the MLP input is
+/// mix(emb, S_.., P + a_l); the output mix is over the sealed blocks and the
+/// last block's sum. Checked against the traced values of the model for
+/// several block sizes.
+TEST(AttnRes, BlockBookkeepingMatchesTheDeclarativeForm) {
+  for (int64_t B : {1, 2, 3, 5, 8, 12}) {
+    SCOPED_TRACE("block size " + std::to_string(B));
+    ModelConfig cfg = load("k3-tiny");
+    cfg.attnResBlock = B;
+    WeightMap w = randomWeights(cfg, 17);
+    ReferenceModel model(cfg, w);
+    const int64_t T = 5, D = cfg.hidden, L = cfg.numLayers;
+    std::vector<int32_t> tokens = randomTokens(T, cfg.vocab, 8);
+    ModelState st = model.initialState();
+    Trace tr;
+    model.run(tokens, st, &tr);
+
+    using Vec = std::vector<double>;
+    Vec emb(T * D);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d)
+        emb[t * D + d] = w["model.embed_tokens.weight"].data[tokens[t] * D + d];
+    auto sumOf = [&](int64_t from, int64_t to) { // sum of a_i + out_i
+      Vec s(T * D, 0.0);
+      for (int64_t i = from; i < to; ++i)
+        for (int64_t j = 0; j < T * D; ++j)
+          s[j] += tr.attnOutputs[i][j] + tr.mlpOutputs[i][j];
+      return s;
+    };
+    auto mix = [&](const std::vector<Vec> &srcs, const std::string &norm,
+                   const std::string &proj) {
+      Vec out(T * D);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<const double *> rows;
+        for (const Vec &s : srcs)
+          rows.push_back(&s[t * D]);
+        Vec m = ops::attnResMix(rows, D, w[norm].data.data(),
+                                w[proj].data.data(), cfg.rmsNormEps);
+        std::copy(m.begin(), m.end(), out.begin() + t * D);
+      }
+      return out;
+    };
+    auto expectClose = [&](const Vec &got, const Vec &want,
+                           const std::string &what) {
+      ASSERT_EQ(got.size(), want.size()) << what;
+      EXPECT_LE(worstRelative(got.data(), want.data(), want.size()), 1e-12)
+          << what;
+    };
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t b = l / B, start = b * B;
+      std::vector<Vec> sealed = {emb};
+      for (int64_t j = 0; j < b; ++j)
+        sealed.push_back(sumOf(j * B, (j + 1) * B));
+      const Vec P = sumOf(start, l);
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      Vec attnIn;
+      if (l == 0) {
+        attnIn = emb;
+      } else if (l == start) {
+        attnIn = mix(sealed, p + "self_attention_res_norm.weight",
+                     p + "self_attention_res_proj.weight");
+      } else {
+        std::vector<Vec> srcs = sealed;
+        srcs.push_back(P);
+        attnIn = mix(srcs, p + "self_attention_res_norm.weight",
+                     p + "self_attention_res_proj.weight");
+      }
+      expectClose(tr.attnInputs[l], attnIn, "attention input " + p);
+      Vec partial = P;
+      for (int64_t j = 0; j < T * D; ++j)
+        partial[j] += tr.attnOutputs[l][j];
+      std::vector<Vec> srcs = sealed;
+      srcs.push_back(partial);
+      expectClose(tr.mlpInputs[l],
+                  mix(srcs, p + "mlp_res_norm.weight", p + "mlp_res_proj.weight"),
+                  "MLP input " + p);
+      expectClose(tr.layerOutputs[l], sumOf(start, l + 1), "output " + p);
+    }
+    const int64_t last = (L - 1) / B;
+    std::vector<Vec> srcs = {emb};
+    for (int64_t j = 0; j < last; ++j)
+      srcs.push_back(sumOf(j * B, (j + 1) * B));
+    srcs.push_back(sumOf(last * B, L));
+    expectClose(tr.finalHidden,
+                mix(srcs, "model.output_attn_res_norm.weight",
+                    "model.output_attn_res_proj.weight"),
+                "output mix");
+  }
+}
+
+/// Without AttnRes: h_{l+1} = h_l + a_l + out_l from the embedding.
+TEST(Residual, PreNormStreamWithoutAttnRes) {
+  ModelConfig cfg = load("kimi-linear-tiny");
+  WeightMap w = randomWeights(cfg, 18);
+  ReferenceModel model(cfg, w);
+  const int64_t T = 4, D = cfg.hidden;
+  std::vector<int32_t> tokens = randomTokens(T, cfg.vocab, 9);
+  ModelState st = model.initialState();
+  Trace tr;
+  model.run(tokens, st, &tr);
+  std::vector<double> h(T * D);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      h[t * D + d] = w["model.embed_tokens.weight"].data[tokens[t] * D + d];
+  for (int64_t l = 0; l < cfg.numLayers; ++l) {
+    EXPECT_EQ(tr.attnInputs[l], h) << l;
+    for (int64_t j = 0; j < T * D; ++j)
+      h[j] += tr.attnOutputs[l][j];
+    EXPECT_EQ(tr.mlpInputs[l], h) << l;
+    for (int64_t j = 0; j < T * D; ++j)
+      h[j] += tr.mlpOutputs[l][j];
+    EXPECT_EQ(tr.layerOutputs[l], h) << l;
+  }
+  EXPECT_EQ(tr.finalHidden, h);
+}
 
 } // namespace
