@@ -1,0 +1,234 @@
+//===- ReferenceModel.h - float64 reference forward pass --------*- C++ -*-===//
+//
+// An independent, deliberately plain float64 implementation of the whole
+// Kimi-family model, written from shared/reference/kimi-k3.md (§2 KDA, §3
+// gated MLA without positional encoding, §4 Attention Residuals, §5 Stable
+// LatentMoE, §6 epsilons and names). It is the oracle compiled logits are
+// compared against, so it shares no code with the compiler's lowering: it
+// only uses the config reader (what the model *is*) and the weight-name table
+// (what its parameters are called). See docs/reference-model.md.
+//
+// Everything is computed straightforwardly: KDA in its recurrent form, MLA as
+// explicit causal softmax attention over materialised per-head K and V (not
+// the absorbed form), routing as an explicit per-token top-k.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_TEST_REFERENCE_REFERENCEMODEL_H
+#define KIMI_TEST_REFERENCE_REFERENCEMODEL_H
+
+#include "models/import/ModelConfig.h"
+#include "models/import/WeightNames.h"
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kimi::reference {
+
+/// A dense row-major tensor of doubles with its logical shape.
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+
+  static int64_t numElements(const std::vector<int64_t> &shape);
+};
+
+/// Parameters by canonical Hugging Face name (kimi::weightName). Routed
+/// experts are one tensor per projection whose name keeps `{e}` and whose
+/// leading dimension is the expert, exactly as the importer declares them
+/// (`model.layers.N.mlp.experts.{e}.gate_proj.weight : [E, I, W]`).
+using WeightMap = std::map<std::string, Tensor>;
+
+/// One parameter the model reads.
+struct WeightSpec {
+  WeightRole role;
+  int64_t layer; // -1 for model-level parameters
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// Every parameter the model reads for `config`, with its logical shape: the
+/// set the importer declares (with dense experts). Layer 0 of an AttnRes
+/// model has no `self_attention_res_*` (its attention input is the embedding,
+/// §4 "layer 0 skips this").
+std::vector<WeightSpec> weightSpecs(const ModelConfig &config);
+
+//===----------------------------------------------------------------------===//
+// The model's building blocks, exposed for the unit tests. Row-major arrays.
+//===----------------------------------------------------------------------===//
+
+namespace ops {
+
+double sigmoid(double x);
+/// log(1 + exp(x)), without overflow.
+double softplus(double x);
+double silu(double x);
+/// SiTU(g, u) = [beta tanh(g/beta) sigmoid(g)] * [linearBeta tanh(u/linearBeta)].
+double situ(double gate, double up, double beta, double linearBeta);
+
+/// x * rsqrt(mean(x^2) + eps) * w over `n` values.
+std::vector<double> rmsNorm(const double *x, int64_t n, const double *w,
+                            double eps);
+/// x * rsqrt(sum(x^2) + eps), in place.
+void l2Normalize(double *x, int64_t n, double eps);
+
+/// KDA log decay of one channel: `L * sigmoid(exp(aLog) * (z + dtBias))` when
+/// `lowerBound` = L is set (K3), `-exp(aLog) * softplus(z + dtBias)` otherwise
+/// (Kimi Linear).
+double kdaGate(double z, double aLog, double dtBias,
+               std::optional<double> lowerBound);
+
+/// Depthwise causal convolution of `x : [T, C]` with the HF weight
+/// `w : [C, 1, K]` (tap K-1 multiplies the current token) over the extended
+/// sequence `state ++ x`; `state : [K-1, C]` holds the previous K-1 inputs
+/// and is replaced by the last K-1 inputs of the extended sequence. Returns
+/// the pre-activation output `[T, C]`.
+std::vector<double> shortConv(const std::vector<double> &x, int64_t T,
+                              int64_t C, const double *w, int64_t K,
+                              std::vector<double> &state);
+
+/// The KDA recurrence of one head over T tokens (§2), from and into the state
+/// `S : [dk, dv]`: q, k, g `[T, dk]`, v `[T, dv]`, beta `[T]`. Returns o
+/// `[T, dv]` (read after the update).
+std::vector<double> kdaRecurrent(const double *q, const double *k,
+                                 const double *v, const double *g,
+                                 const double *beta, int64_t T, int64_t dk,
+                                 int64_t dv, double scale,
+                                 std::vector<double> &S);
+
+/// Causal softmax attention of one head: queries `q : [T, dq]` sit at
+/// positions S-T .. S-1 of keys `k : [S, dq]` and values `v : [S, dv]`; query
+/// t sees keys 0 .. S-T+t. Returns `[T, dv]`.
+std::vector<double> causalAttention(const double *q, int64_t T,
+                                    const double *k, const double *v,
+                                    int64_t S, int64_t dq, int64_t dv,
+                                    double scale);
+
+/// AttnRes mixing (§4) of sources `v_i : [D]` of one token with norm weight
+/// `norm : [D]` and pseudo-query `query : [D]`. The softmax weights are
+/// stored in `weights` when given.
+std::vector<double> attnResMix(const std::vector<const double *> &sources,
+                               int64_t D, const double *norm,
+                               const double *query, double eps,
+                               std::vector<double> *weights = nullptr);
+
+struct Routing {
+  std::vector<int64_t> experts; // by descending biased score, ties lower first
+  std::vector<double> weights;
+};
+
+/// Routes one token (§5) from its unbiased sigmoid scores `scores : [E]`:
+/// selection by `scores + bias`, weights from `scores` (renormalised with
+/// 1e-20 in the denominator when `renormalize`), times `scaling`.
+Routing route(const std::vector<double> &scores, const double *bias,
+              int64_t topK, bool renormalize, double scaling);
+
+} // namespace ops
+
+//===----------------------------------------------------------------------===//
+// The model
+//===----------------------------------------------------------------------===//
+
+/// Recurrent state of one KDA layer: per head `S : [dk, dv]` (as [H, dk, dv])
+/// and the q, k, v short-conv states `[K-1, H*dk]` (the last K-1 projected
+/// inputs, before the convolution).
+struct KdaState {
+  std::vector<double> S;
+  std::vector<double> conv[3];
+};
+
+/// Cache of one MLA layer: per past token the row `[RMSNorm(ckv) | k_pe]`
+/// (R + dr values, the layout of the compiled model's latent cache).
+struct MlaState {
+  std::vector<double> cache; // [length, R + dr]
+  int64_t length = 0;
+};
+
+struct ModelState {
+  std::vector<KdaState> kda; // indexed by layer (empty for MLA layers)
+  std::vector<MlaState> mla; // indexed by layer (empty for KDA layers)
+  int64_t position = 0;      // tokens processed so far
+};
+
+/// Intermediate values of one `run`, for locating a mismatch.
+struct Trace {
+  /// Per layer, `[T, D]` each: the attention's input before input_layernorm
+  /// (the AttnRes mix, or the residual stream), the attention's output, the
+  /// MLP's input before post_attention_layernorm (the mix, or the residual
+  /// stream), the MLP's output, and the layer's output h_next (for AttnRes
+  /// models the running partial sum of the current block).
+  std::vector<std::vector<double>> attnInputs, attnOutputs, mlpInputs,
+      mlpOutputs, layerOutputs;
+  /// The input of the final norm `[T, D]`.
+  std::vector<double> finalHidden;
+  /// Per layer, the smallest gap over the tokens between the k-th and the
+  /// (k+1)-th largest biased router score (+inf for dense layers): a compiled
+  /// model in lower precision may route differently where it is tiny.
+  std::vector<double> routingMargin;
+};
+
+class ReferenceModel {
+public:
+  /// `weights` must hold every parameter of weightSpecs(config) with its
+  /// shape (extra entries are ignored); aborts with a message otherwise.
+  ReferenceModel(const ModelConfig &config, WeightMap weights);
+
+  /// Empty when `weights` fits `config`, else what is missing or mis-shaped.
+  static std::string checkWeights(const ModelConfig &config,
+                                  const WeightMap &weights);
+
+  /// Logits `[T * V]` of `tokens` from an empty state; does not touch the
+  /// model's own state.
+  std::vector<double> forward(const std::vector<int32_t> &tokens) const;
+
+  /// Resets the model's state and runs `tokens`: logits `[T * V]`.
+  std::vector<double> prefill(const std::vector<int32_t> &tokens);
+  /// Runs one more token from the model's state: logits `[V]`.
+  std::vector<double> decodeStep(int32_t token);
+
+  /// Runs `tokens` from `state` (positions state.position ...), updating it.
+  std::vector<double> run(const std::vector<int32_t> &tokens,
+                          ModelState &state, Trace *trace = nullptr) const;
+
+  ModelState initialState() const;
+  const ModelState &state() const { return state_; }
+  const ModelConfig &config() const { return config_; }
+  const WeightMap &weights() const { return weights_; }
+
+private:
+  const Tensor &w(WeightRole role, int64_t layer = -1) const;
+  std::vector<double> linear(const std::vector<double> &x, int64_t T,
+                             WeightRole role, int64_t layer = -1) const;
+  std::vector<double> rmsNormRows(const std::vector<double> &x, int64_t T,
+                                  WeightRole role, int64_t layer,
+                                  double eps) const;
+  std::vector<double> mixRows(const std::vector<const std::vector<double> *>
+                                  &sources,
+                              int64_t T, WeightRole normRole,
+                              WeightRole queryRole, int64_t layer) const;
+  double activation(double gate, double up) const;
+  std::vector<double> gatedMlp(const std::vector<double> &x, int64_t T,
+                               WeightRole gate, WeightRole up, WeightRole down,
+                               int64_t layer) const;
+
+  std::vector<double> kda(const std::vector<double> &x, int64_t T,
+                          int64_t layer, KdaState &state) const;
+  std::vector<double> mla(const std::vector<double> &x, int64_t T,
+                          int64_t layer, MlaState &state) const;
+  std::vector<double> moe(const std::vector<double> &x, int64_t T,
+                          int64_t layer, double &margin) const;
+  std::vector<double> mlp(const std::vector<double> &x, int64_t T,
+                          int64_t layer, Trace *trace) const;
+  std::vector<double> attention(const std::vector<double> &x, int64_t T,
+                                int64_t layer, ModelState &state) const;
+
+  ModelConfig config_;
+  WeightMap weights_;
+  ModelState state_;
+};
+
+} // namespace kimi::reference
+
+#endif
