@@ -5,6 +5,7 @@
 #include "lowering/Passes.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
@@ -24,6 +25,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
@@ -37,6 +39,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -73,6 +76,39 @@ llvm::Error failure(const llvm::Twine &step, const std::string &diagnostics) {
                                  step.str().c_str(),
                                  diagnostics.empty() ? "" : ":\n",
                                  diagnostics.c_str());
+}
+
+/// For every `_mlir_ciface_<name>(p0, ..., pn)` adds
+/// `void kimi_entry_<name>(void **args)` calling it with `args[0..n]`: one
+/// signature for every entry, so the runtime needs no per-model glue.
+llvm::Error addPackedEntryPoints(llvm::Module &module) {
+  llvm::LLVMContext &ctx = module.getContext();
+  auto *ptrType = llvm::PointerType::get(ctx, 0);
+  auto *wrapperType = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                              {ptrType}, /*isVarArg=*/false);
+  llvm::SmallVector<llvm::Function *> entries;
+  for (llvm::Function &fn : module)
+    if (!fn.isDeclaration() && fn.getName().starts_with("_mlir_ciface_"))
+      entries.push_back(&fn);
+  for (llvm::Function *fn : entries) {
+    std::string name =
+        "kimi_entry_" + fn->getName().drop_front(strlen("_mlir_ciface_")).str();
+    auto *wrapper = llvm::Function::Create(
+        wrapperType, llvm::GlobalValue::ExternalLinkage, name, module);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+    llvm::SmallVector<llvm::Value *> args;
+    for (auto [i, param] : llvm::enumerate(fn->args())) {
+      if (!param.getType()->isPointerTy())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "%s: argument %zu is not a pointer",
+                                       fn->getName().str().c_str(), i);
+      llvm::Value *slot = b.CreateConstGEP1_64(ptrType, wrapper->getArg(0), i);
+      args.push_back(b.CreateLoad(ptrType, slot));
+    }
+    b.CreateCall(fn, args);
+    b.CreateRetVoid();
+  }
+  return llvm::Error::success();
 }
 
 /// Runs `cc -shared` on the object; the result is the .so bytes.
@@ -187,10 +223,24 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
                                                       state)))
     return failure("bufferization", diagnostics);
 
-  // 4. To the LLVM dialect.
+  // 4. Deallocation, then to the LLVM dialect. Buffer copies become
+  // linalg.copy loops: memref.copy of strided buffers would call memrefCopy
+  // from MLIR's runner library, which the shared object must not need.
   {
     PassManager pm(ctx);
     bufferization::buildBufferDeallocationPipeline(pm);
+    pm.addPass(createConvertBufferizationToMemRefPass());
+    if (failed(pm.run(module)))
+      return failure("buffer deallocation", diagnostics);
+  }
+  module.walk([](memref::CopyOp copy) {
+    OpBuilder b(copy);
+    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                           copy.getTarget());
+    copy.erase();
+  });
+  {
+    PassManager pm(ctx);
     pm.addPass(createConvertLinalgToLoopsPass());
     pm.addPass(memref::createExpandStridedMetadataPass());
     pm.addPass(createLowerAffinePass());
@@ -214,6 +264,8 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
       translateModuleToLLVMIR(module, llvmContext, "kimi_model");
   if (!llvmModule)
     return failure("translation to LLVM IR", diagnostics);
+  if (llvm::Error e = addPackedEntryPoints(*llvmModule))
+    return failure("entry point wrappers", llvm::toString(std::move(e)));
   llvm::Triple triple(llvm::sys::getProcessTriple());
   std::string error;
   const llvm::Target *target =
