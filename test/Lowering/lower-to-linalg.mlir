@@ -1,0 +1,116 @@
+// RUN: kimi-opt %s -split-input-file --kimi-lower-to-linalg | FileCheck %s
+// RUN: kimi-opt %s -split-input-file --kimi-lower-to-linalg | kimi-opt -split-input-file -o /dev/null
+
+// linear: one contraction over the leading dims, n and k, weight in [N, K]
+// layout, bf16 extended to f32 inside the body.
+// CHECK-DAG: #[[X:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[W:.*]] = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+// CHECK-LABEL: func.func @linear
+// CHECK: linalg.fill
+// CHECK: linalg.generic {indexing_maps = [#[[X]], #[[W]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK-NOT: kimi.
+func.func @linear(%x: tensor<2x8x64xf32>, %w: tensor<128x64xbf16>) -> tensor<2x8x128xf32> {
+  %y = kimi.linear %x, %w : tensor<2x8x64xf32>, tensor<128x64xbf16> -> tensor<2x8x128xf32>
+  return %y : tensor<2x8x128xf32>
+}
+
+// -----
+
+// rms_norm: a sum-of-squares reduction, rsqrt(mean + eps), then the scaled
+// product; l2_norm uses the sum, not the mean.
+// CHECK-LABEL: func.func @norms
+// CHECK-DAG: arith.constant 6.400000e+01 : f32
+// CHECK-DAG: arith.constant 9.99999974E-6 : f32
+// CHECK: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: math.rsqrt
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK-NOT: arith.constant 1.600000e+01
+// CHECK: math.rsqrt
+// CHECK-NOT: kimi.
+func.func @norms(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>, %h: tensor<2x8x4x16xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x4x16xf32>) {
+  %0 = kimi.rms_norm %x, %w eps(1.0e-5) : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8x64xf32>
+  %1 = kimi.l2_norm %h eps(1.0e-6) : tensor<2x8x4x16xf32> -> tensor<2x8x4x16xf32>
+  return %0, %1 : tensor<2x8x64xf32>, tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// short_conv: state ++ x, a reduction over the taps at t + j, SiLU, and the
+// last K-1 inputs as the final state.
+// CHECK-DAG: #[[EXT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 + d3, d2)>
+// CHECK-DAG: #[[TAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d2, 0, d3)>
+// CHECK-LABEL: func.func @conv
+// CHECK: %[[EXTV:.*]] = tensor.concat dim(1) %{{.*}}, %{{.*}} : (tensor<1x3x32xf32>, tensor<1x8x32xf32>) -> tensor<1x11x32xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[EXT]], #[[TAP]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK: tensor.extract_slice %[[EXTV]][0, 8, 0] [1, 3, 32] [1, 1, 1]
+func.func @conv(%x: tensor<1x8x32xf32>, %w: tensor<32x1x4xf32>, %s: tensor<1x3x32xf32>) -> (tensor<1x8x32xf32>, tensor<1x3x32xf32>) {
+  %y, %f = kimi.short_conv silu %x, %w state %s : tensor<1x8x32xf32>, tensor<32x1x4xf32>, tensor<1x3x32xf32> -> tensor<1x8x32xf32>, tensor<1x3x32xf32>
+  return %y, %f : tensor<1x8x32xf32>, tensor<1x3x32xf32>
+}
+
+// -----
+
+// The softplus gate is lowered in its overflow-free form.
+// CHECK-LABEL: func.func @softplus_gate
+// CHECK: math.absf
+// CHECK: math.log1p
+// CHECK-LABEL: func.func @bounded_gate
+// CHECK: arith.constant -5.000000e+00 : f32
+// CHECK-NOT: math.log1p
+func.func @softplus_gate(%z: tensor<1x4x2x8xf32>, %a: tensor<2xf32>, %dt: tensor<2x8xf32>) -> tensor<1x4x2x8xf32> {
+  %g = kimi.kda_gate softplus %z, %a, %dt : tensor<1x4x2x8xf32>, tensor<2xf32>, tensor<2x8xf32> -> tensor<1x4x2x8xf32>
+  return %g : tensor<1x4x2x8xf32>
+}
+func.func @bounded_gate(%z: tensor<1x4x2x8xf32>, %a: tensor<2xf32>, %dt: tensor<2x8xf32>) -> tensor<1x4x2x8xf32> {
+  %g = kimi.kda_gate lower_bound lower = -5.0 %z, %a, %dt : tensor<1x4x2x8xf32>, tensor<2xf32>, tensor<2x8xf32> -> tensor<1x4x2x8xf32>
+  return %g : tensor<1x4x2x8xf32>
+}
+
+// -----
+
+// mla_decode: the cache splits into latent and shared key; the causal
+// limit is t + S - T with a dynamic S.
+// CHECK-LABEL: func.func @mla_decode
+// CHECK-DAG: tensor.extract_slice %{{.*}}[0, 0, 0] [4, %{{.*}}, 32] [1, 1, 1] : tensor<4x?x48xf32> to tensor<4x?x32xf32>
+// CHECK-DAG: tensor.extract_slice %{{.*}}[0, 0, 32] [4, %{{.*}}, 16] [1, 1, 1] : tensor<4x?x48xf32> to tensor<4x?x16xf32>
+// CHECK: arith.subi
+// CHECK: arith.cmpi ule
+// CHECK: arith.select
+// CHECK: math.exp
+// CHECK-NOT: kimi.
+func.func @mla_decode(%q: tensor<4x1x2x48xf32>, %cache: tensor<4x?x48xf32>, %kvb: tensor<128x32xf32>) -> tensor<4x1x2x32xf32> {
+  %d = kimi.mla_decode %q, %cache, %kvb scale(0.07) : (tensor<4x1x2x48xf32>, tensor<4x?x48xf32>, tensor<128x32xf32>) -> tensor<4x1x2x32xf32>
+  return %d : tensor<4x1x2x32xf32>
+}
+
+// -----
+
+// router: contraction + sigmoid, then per token k rounds of arg-max.
+// CHECK-LABEL: func.func @router
+// CHECK: arith.constant 9.99999968E-21 : f32
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.cmpf ogt
+// CHECK: tensor.insert
+// CHECK-NOT: kimi.
+func.func @router(%x: tensor<1x8x64xf32>, %w: tensor<16x64xf32>, %b: tensor<16xf32>) -> (tensor<1x8x4xf32>, tensor<1x8x4xi32>) {
+  %w0, %i0 = kimi.router %x, %w, %b top_k(4) renormalize : tensor<1x8x64xf32>, tensor<16x64xf32>, tensor<16xf32> -> tensor<1x8x4xf32>, tensor<1x8x4xi32>
+  return %w0, %i0 : tensor<1x8x4xf32>, tensor<1x8x4xi32>
+}
+
+// -----
+
+// latent_moe decomposes into linear, routed experts (loops over tokens and
+// their experts), rms_norm and linear.
+// CHECK-LABEL: func.func @latent_moe
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] [1, 64, 32] [1, 1, 1] : tensor<16x64x32xf32> to tensor<64x32xf32>
+// CHECK: math.tanh
+// CHECK: tensor.insert_slice
+// CHECK: math.rsqrt
+// CHECK-NOT: kimi.
+func.func @latent_moe(%x: tensor<8x64xf32>, %w: tensor<8x4xf32>, %i: tensor<8x4xi32>, %g: tensor<16x64x32xf32>, %u: tensor<16x64x32xf32>, %d: tensor<16x32x64xf32>, %dl: tensor<32x64xf32>, %n: tensor<32xf32>, %ul: tensor<64x32xf32>) -> tensor<8x64xf32> {
+  %l = kimi.latent_moe situ %x, %w, %i down %dl experts(%g, %u, %d) norm %n up %ul {beta = 4.0 : f64, linear_beta = 25.0 : f64} : (tensor<8x64xf32>, tensor<8x4xf32>, tensor<8x4xi32>, tensor<32x64xf32>, tensor<16x64x32xf32>, tensor<16x64x32xf32>, tensor<16x32x64xf32>, tensor<32xf32>, tensor<64x32xf32>) -> tensor<8x64xf32>
+  return %l : tensor<8x64xf32>
+}
