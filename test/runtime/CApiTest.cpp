@@ -17,9 +17,8 @@ namespace {
 class CApi : public ::testing::Test {
 protected:
   void SetUp() override {
-    dir_ = toy::tempDir("capi");
-    artifactPath_ = dir_ + "/toy.kimi";
-    weightsPath_ = dir_ + "/toy.safetensors";
+    artifactPath_ = dir_.path() + "/toy.kimi";
+    weightsPath_ = dir_.path() + "/toy.safetensors";
     ASSERT_TRUE(kimi::rt::ArtifactWriter(toy::artifact()).writeFile(artifactPath_).isOk());
     ASSERT_TRUE(toy::writeWeights(weightsPath_).isOk());
   }
@@ -50,7 +49,8 @@ protected:
       EXPECT_NEAR(logits[(rows - 1) * vocab + v], ref[v], 1e-4 * (1 + std::fabs(ref[v])));
   }
 
-  std::string dir_, artifactPath_, weightsPath_;
+  toy::TempDir dir_{"capi"};
+  std::string artifactPath_, weightsPath_;
 };
 
 } // namespace

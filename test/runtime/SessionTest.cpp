@@ -32,13 +32,13 @@ constexpr int64_t V = TOY_VOCAB;
 class ToySession : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(toy::tempDir("session"));
-    weightsPath_ = new std::string(*dir_ + "/toy.safetensors");
+    dir_ = new toy::TempDir("session");
+    weightsPath_ = new std::string(dir_->path() + "/toy.safetensors");
     ASSERT_TRUE(toy::writeWeights(*weightsPath_).isOk());
   }
   static void TearDownTestSuite() {
-    delete dir_;
     delete weightsPath_;
+    delete dir_;
   }
 
   /// The toy artifact after a trip through writer and reader.
@@ -73,10 +73,10 @@ protected:
           << label << " vocab " << v;
   }
 
-  static std::string *dir_;
+  static toy::TempDir *dir_;
   static std::string *weightsPath_;
 };
-std::string *ToySession::dir_ = nullptr;
+toy::TempDir *ToySession::dir_ = nullptr;
 std::string *ToySession::weightsPath_ = nullptr;
 
 } // namespace

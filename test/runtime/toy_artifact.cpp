@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -157,12 +158,28 @@ std::vector<int32_t> referenceGreedy(const std::vector<int32_t> &prompt, int ste
   return generated;
 }
 
-std::string tempDir(const std::string &name) {
+TempDir::TempDir(const std::string &name) {
   const char *base = std::getenv("TMPDIR");
-  std::string dir = std::string(base && *base ? base : "/tmp") + "/kimi-runtime-" +
-                    name + "-" + std::to_string(::getpid());
-  ::mkdir(dir.c_str(), 0755);
-  return dir;
+  std::string pattern = std::string(base && *base ? base : "/tmp") +
+                        "/kimi-runtime-" + name + "-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()))
+    path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  if (path_.empty())
+    return;
+  if (DIR *d = ::opendir(path_.c_str())) {
+    while (struct dirent *e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..")
+        ::unlink((path_ + "/" + n).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(path_.c_str());
 }
 
 } // namespace toy

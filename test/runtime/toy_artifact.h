@@ -43,8 +43,19 @@ std::vector<std::vector<double>> referenceLogits(const std::vector<int32_t> &tok
 /// Greedy continuation of `prompt` by `steps` tokens under the reference.
 std::vector<int32_t> referenceGreedy(const std::vector<int32_t> &prompt, int steps);
 
-/// A fresh directory under the test temp dir.
-std::string tempDir(const std::string &name);
+/// A fresh directory under $TMPDIR (or /tmp), removed with its files when
+/// the object goes away.
+class TempDir {
+public:
+  explicit TempDir(const std::string &name);
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+};
 
 } // namespace toy
 
