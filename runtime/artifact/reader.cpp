@@ -1,0 +1,291 @@
+//===- reader.cpp - Opens and verifies a kimi artifact --------------------===//
+
+#include "runtime/artifact/reader.h"
+#include "runtime/artifact/artifact_generated.h"
+#include "runtime/artifact/validate.h"
+#include "runtime/support/text.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kimi::rt {
+namespace fb = ::kimi::artifact::fb;
+
+namespace {
+
+constexpr size_t kPrefixBytes = sizeof(flatbuffers::uoffset_t);
+// FlatBuffers' own limit is 2 GiB; stay below it.
+constexpr uint64_t kMaxArtifactBytes = (uint64_t(1) << 31) - 1;
+
+flatbuffers::Verifier::Options verifierOptions() {
+  flatbuffers::Verifier::Options o;
+  o.max_depth = 16;            // the schema nests 4 deep
+  o.max_tables = 50u * 1000u * 1000u; // a K3 manifest has ~10^5 tables
+  o.check_alignment = true;
+  return o;
+}
+
+const flatbuffers::Table *asTable(const void *p) {
+  return reinterpret_cast<const flatbuffers::Table *>(p);
+}
+
+template <typename T>
+std::string firstBadElement(flatbuffers::Verifier &v,
+                            const flatbuffers::Vector<flatbuffers::Offset<T>> *vec,
+                            const char *what) {
+  for (flatbuffers::uoffset_t i = 0; i < vec->size(); ++i)
+    if (!v.VerifyTable(vec->Get(i)))
+      return std::string(what) + " " + std::to_string(i);
+  return "";
+}
+
+/// Runs the verification of Artifact::Verify piece by piece to name the first
+/// part that fails. Only called once the whole-buffer verification failed.
+std::string locateCorruption(const uint8_t *buf, size_t size) {
+  flatbuffers::Verifier v(buf + kPrefixBytes, size - kPrefixBytes,
+                          verifierOptions());
+  if (!v.VerifyOffset(0))
+    return "root offset";
+  const fb::Artifact *root = fb::GetArtifact(buf + kPrefixBytes);
+  const flatbuffers::Table *t = asTable(root);
+  if (!t->VerifyTableStart(v))
+    return "root table";
+  if (!t->VerifyField<uint32_t>(v, fb::Artifact::VT_FORMAT_VERSION, 4))
+    return "format_version";
+  if (!t->VerifyOffset(v, fb::Artifact::VT_MODEL) || !v.VerifyTable(root->model()))
+    return "section 'model'";
+  if (!t->VerifyOffset(v, fb::Artifact::VT_TARGET) ||
+      !v.VerifyTable(root->target()))
+    return "section 'target'";
+  if (!t->VerifyOffset(v, fb::Artifact::VT_KERNELS) ||
+      !v.VerifyVector(root->kernels()))
+    return "section 'kernels'";
+  if (root->kernels()) {
+    std::string e = firstBadElement(v, root->kernels(), "kernel");
+    if (!e.empty())
+      return "section 'kernels', " + e;
+  }
+  if (!t->VerifyOffset(v, fb::Artifact::VT_ENTRIES) ||
+      !v.VerifyVector(root->entries()))
+    return "section 'entries'";
+  if (root->entries()) {
+    std::string e = firstBadElement(v, root->entries(), "entry");
+    if (!e.empty())
+      return "section 'entries', " + e;
+  }
+  if (!t->VerifyOffset(v, fb::Artifact::VT_WEIGHTS) ||
+      !v.VerifyVector(root->weights()))
+    return "section 'weights'";
+  if (root->weights()) {
+    std::string e = firstBadElement(v, root->weights(), "weight");
+    if (!e.empty())
+      return "section 'weights', " + e;
+  }
+  if (!t->VerifyOffset(v, fb::Artifact::VT_PROGRAMS) ||
+      !v.VerifyVector(root->programs()))
+    return "section 'programs'";
+  if (root->programs()) {
+    std::string e = firstBadElement(v, root->programs(), "program");
+    if (!e.empty())
+      return "section 'programs', " + e;
+  }
+  if (!t->VerifyOffset(v, fb::Artifact::VT_MEMORY_PLAN) ||
+      !v.VerifyTable(root->memory_plan()))
+    return "section 'memory_plan'";
+  return "";
+}
+
+std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+
+std::vector<int64_t> shapeOf(const flatbuffers::Vector<int64_t> *v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>();
+}
+
+std::vector<TensorSpec>
+specsOf(const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSpec>> *v) {
+  std::vector<TensorSpec> out;
+  if (!v)
+    return out;
+  out.reserve(v->size());
+  for (const fb::TensorSpec *s : *v)
+    out.push_back({str(s->name()), static_cast<TensorRole>(s->role()),
+                   static_cast<DType>(s->dtype()), shapeOf(s->shape())});
+  return out;
+}
+
+/// Copies a verified buffer into the plain model. Absent required tables are
+/// errors; absent vectors are empty (validateArtifact judges them).
+StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
+  ArtifactSpec a;
+  a.formatVersion = root->format_version();
+  if (a.formatVersion != kArtifactFormatVersion)
+    return invalidArtifact("unsupported format_version " +
+                           std::to_string(a.formatVersion) +
+                           " (this runtime reads version " +
+                           std::to_string(kArtifactFormatVersion) + ")");
+  const fb::ModelInfo *m = root->model();
+  if (!m)
+    return invalidArtifact("section 'model' is missing");
+  a.model.modelType = str(m->model_type());
+  a.model.vocabSize = m->vocab_size();
+  a.model.hiddenSize = m->hidden_size();
+  a.model.numLayers = m->num_layers();
+  a.model.layerKinds = str(m->layer_kinds());
+  a.model.maxPositions = m->max_position_embeddings();
+  a.model.configJson = str(m->config_json());
+
+  const fb::Target *t = root->target();
+  if (!t)
+    return invalidArtifact("section 'target' is missing");
+  a.target.name = str(t->name());
+  a.target.numRanks = t->num_ranks();
+
+  if (const auto *kernels = root->kernels()) {
+    for (const fb::Kernel *k : *kernels) {
+      KernelImage img;
+      img.name = str(k->name());
+      img.kind = static_cast<KernelKind>(k->kind());
+      if (const auto *bytes = k->image())
+        img.image.assign(bytes->begin(), bytes->end());
+      a.kernels.push_back(std::move(img));
+    }
+  }
+  if (const auto *entries = root->entries()) {
+    for (const fb::Entry *e : *entries)
+      a.entries.push_back({str(e->name()), str(e->symbol()), e->kernel(),
+                           specsOf(e->inputs()), specsOf(e->outputs())});
+  }
+  if (const auto *weights = root->weights()) {
+    a.weights.reserve(weights->size());
+    for (const fb::Weight *w : *weights) {
+      WeightSpec ws;
+      ws.name = str(w->name());
+      if (const auto *aliases = w->aliases())
+        for (const flatbuffers::String *s : *aliases)
+          ws.aliases.push_back(str(s));
+      ws.shape = shapeOf(w->shape());
+      ws.dtype = static_cast<DType>(w->dtype());
+      ws.symbol = str(w->symbol());
+      a.weights.push_back(std::move(ws));
+    }
+  }
+  if (const auto *programs = root->programs()) {
+    for (const fb::Program *p : *programs) {
+      ProgramSpec ps;
+      ps.rank = p->rank();
+      if (const auto *steps = p->steps())
+        for (const fb::Step *s : *steps)
+          ps.steps.push_back({static_cast<StepKind>(s->kind()), str(s->entry()),
+                              s->buffer(), s->src_buffer(), s->bytes(),
+                              static_cast<CollectiveKind>(s->collective()),
+                              s->peer()});
+      a.programs.push_back(std::move(ps));
+    }
+  }
+  const fb::MemoryPlan *plan = root->memory_plan();
+  if (!plan)
+    return invalidArtifact("section 'memory_plan' is missing");
+  a.memoryPlan.stateBytes = plan->state_bytes();
+  a.memoryPlan.cacheBytesPerToken = plan->cache_bytes_per_token();
+  return a;
+}
+
+} // namespace
+
+StatusOr<ArtifactSpec> ArtifactReader::readBytes(const void *data, size_t size) {
+  if (!data && size)
+    return invalidArgument("artifact bytes: null pointer");
+  if (size < kPrefixBytes)
+    return invalidArtifact("artifact truncated: " + std::to_string(size) +
+                           " bytes, shorter than the 12-byte header");
+  if (size < 2 * kPrefixBytes + 4)
+    return invalidArtifact(
+        "artifact truncated: " + std::to_string(size) + " of " +
+        std::to_string(uint64_t(flatbuffers::ReadScalar<uint32_t>(data)) +
+                       kPrefixBytes) +
+        " bytes");
+  if (size > kMaxArtifactBytes)
+    return invalidArtifact("artifact of " + std::to_string(size) +
+                           " bytes exceeds the 2 GiB limit");
+  const uint8_t *bytes = static_cast<const uint8_t *>(data);
+  const char *ident = reinterpret_cast<const char *>(bytes) + 2 * kPrefixBytes;
+  if (std::memcmp(ident, fb::ArtifactIdentifier(), 4) != 0)
+    return invalidArtifact("not a kimi artifact: file identifier is " +
+                           quoted(std::string(ident, 4)) + ", expected 'KIMI'");
+  uint32_t prefix = flatbuffers::ReadScalar<uint32_t>(bytes);
+  uint64_t expected = uint64_t(prefix) + kPrefixBytes;
+  if (size < expected)
+    return invalidArtifact("artifact truncated: " + std::to_string(size) +
+                           " of " + std::to_string(expected) + " bytes");
+  if (size > expected)
+    return invalidArtifact("artifact has " + std::to_string(size - expected) +
+                           " unexpected bytes after its " +
+                           std::to_string(expected) + "-byte buffer");
+
+  // Copy into 8-byte aligned storage: the verifier checks alignment.
+  std::vector<uint64_t> storage((size + 7) / 8);
+  std::memcpy(storage.data(), data, size);
+  const uint8_t *buf = reinterpret_cast<const uint8_t *>(storage.data());
+
+  flatbuffers::Verifier verifier(buf, size, verifierOptions());
+  if (!fb::VerifySizePrefixedArtifactBuffer(verifier)) {
+    std::string where = locateCorruption(buf, size);
+    return invalidArtifact(
+        "artifact is corrupt: FlatBuffers verification failed" +
+        (where.empty() ? std::string(" (too deep or too many tables)")
+                       : " in " + where));
+  }
+  KIMI_ASSIGN_OR_RETURN(ArtifactSpec spec,
+                        convert(fb::GetSizePrefixedArtifact(buf)));
+  KIMI_RETURN_IF_ERROR(validateArtifact(spec));
+  return spec;
+}
+
+StatusOr<ArtifactSpec> ArtifactReader::readFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ioError("cannot open artifact '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ioError("cannot stat artifact '" + path + "': " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return ioError("artifact '" + path + "' is not a regular file");
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > kMaxArtifactBytes) {
+    ::close(fd);
+    return invalidArtifact("artifact '" + path + "': " + std::to_string(size) +
+                           " bytes exceed the 2 GiB limit");
+  }
+  std::vector<uint8_t> bytes(size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::read(fd, bytes.data() + done, size - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : 0;
+      ::close(fd);
+      return ioError("cannot read artifact '" + path + "': " +
+                     (err ? std::strerror(err) : "unexpected end of file"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  StatusOr<ArtifactSpec> spec = readBytes(bytes.data(), bytes.size());
+  if (!spec.isOk()) {
+    Status s = spec.takeStatus();
+    return s.addContext("artifact '" + path + "'");
+  }
+  return spec;
+}
+
+} // namespace kimi::rt

@@ -1,0 +1,94 @@
+//===- types.cpp - Names and sizes of artifact enums ----------------------===//
+
+#include "runtime/artifact/types.h"
+
+namespace kimi::rt {
+
+std::string dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::kInvalid: return "invalid";
+  case DType::kF32: return "f32";
+  case DType::kF16: return "f16";
+  case DType::kBF16: return "bf16";
+  case DType::kI32: return "i32";
+  case DType::kI64: return "i64";
+  case DType::kU8: return "u8";
+  case DType::kI8: return "i8";
+  case DType::kF8E8M0: return "f8e8m0";
+  case DType::kF4E2M1: return "f4e2m1";
+  }
+  return "dtype(" + std::to_string(static_cast<unsigned>(dtype)) + ")";
+}
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::kF32: case DType::kI32: return 4;
+  case DType::kF16: case DType::kBF16: return 2;
+  case DType::kI64: return 8;
+  case DType::kU8: case DType::kI8: case DType::kF8E8M0: return 1;
+  case DType::kInvalid: case DType::kF4E2M1: return 0;
+  }
+  return 0;
+}
+
+const char *roleName(TensorRole role) {
+  switch (role) {
+  case TensorRole::kTokens: return "tokens";
+  case TensorRole::kLogits: return "logits";
+  case TensorRole::kState: return "state";
+  case TensorRole::kCache: return "cache";
+  }
+  return "role(?)";
+}
+
+const char *kernelKindName(KernelKind kind) {
+  switch (kind) {
+  case KernelKind::kCpuSharedObject: return "cpu_shared_object";
+  case KernelKind::kPtx: return "ptx";
+  case KernelKind::kCubin: return "cubin";
+  }
+  return "kernel_kind(?)";
+}
+
+const char *stepKindName(StepKind kind) {
+  switch (kind) {
+  case StepKind::kAlloc: return "alloc";
+  case StepKind::kRunKernel: return "run_kernel";
+  case StepKind::kCollective: return "collective";
+  case StepKind::kCopy: return "copy";
+  }
+  return "step_kind(?)";
+}
+
+std::string shapeToString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+bool checkedNumel(const std::vector<int64_t> &shape, int64_t &numel) {
+  constexpr int64_t kLimit = int64_t(1) << 53;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return false;
+    if (d != 0 && n > kLimit / d)
+      return false;
+    n *= d;
+  }
+  numel = n;
+  return true;
+}
+
+const EntrySpec *ArtifactSpec::findEntry(const std::string &name) const {
+  for (const EntrySpec &e : entries)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+} // namespace kimi::rt

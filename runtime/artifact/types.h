@@ -1,0 +1,150 @@
+//===- types.h - Plain C++ model of a kimi artifact -------------*- C++ -*-===//
+//
+// What an artifact contains (docs/runtime-abi.md), as plain structs: the
+// compiler fills them and hands them to `ArtifactWriter`; `ArtifactReader`
+// returns them after verification. No dependencies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_ARTIFACT_TYPES_H
+#define KIMI_RUNTIME_ARTIFACT_TYPES_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kimi::rt {
+
+/// The artifact format version this runtime writes and reads.
+inline constexpr uint32_t kArtifactFormatVersion = 1;
+
+/// Element types; values equal the schema's `DType` enum.
+enum class DType : uint8_t {
+  kInvalid = 0,
+  kF32 = 1,
+  kF16 = 2,
+  kBF16 = 3,
+  kI32 = 4,
+  kI64 = 5,
+  kU8 = 6,
+  kI8 = 7,
+  kF8E8M0 = 8,
+  kF4E2M1 = 9,
+};
+inline constexpr uint8_t kLastDType = 9;
+
+enum class TensorRole : uint8_t { kTokens = 0, kLogits = 1, kState = 2, kCache = 3 };
+inline constexpr uint8_t kLastTensorRole = 3;
+
+enum class KernelKind : uint8_t { kCpuSharedObject = 0, kPtx = 1, kCubin = 2 };
+inline constexpr uint8_t kLastKernelKind = 2;
+
+enum class StepKind : uint8_t { kAlloc = 0, kRunKernel = 1, kCollective = 2, kCopy = 3 };
+inline constexpr uint8_t kLastStepKind = 3;
+
+enum class CollectiveKind : uint8_t {
+  kNone = 0,
+  kAllReduce = 1,
+  kAllGather = 2,
+  kReduceScatter = 3,
+  kAllToAll = 4,
+  kBroadcast = 5,
+};
+inline constexpr uint8_t kLastCollectiveKind = 5;
+
+/// "f32", "bf16", ...; "dtype(<n>)" for a value outside the enum.
+std::string dtypeName(DType dtype);
+/// Bytes per element; 0 for kInvalid, out-of-range values and sub-byte types.
+size_t dtypeSize(DType dtype);
+const char *roleName(TensorRole role);
+const char *kernelKindName(KernelKind kind);
+const char *stepKindName(StepKind kind);
+
+/// "[2, -1, 8]".
+std::string shapeToString(const std::vector<int64_t> &shape);
+/// Product of `shape` into `numel`; false when a dimension is negative or the
+/// product exceeds 2^53 (no real tensor is that large).
+bool checkedNumel(const std::vector<int64_t> &shape, int64_t &numel);
+
+struct ModelInfo {
+  std::string modelType;
+  int64_t vocabSize = 0;
+  int64_t hiddenSize = 0;
+  int32_t numLayers = 0;
+  std::string layerKinds; // one letter per layer: 'K' or 'M'
+  int64_t maxPositions = 0; // 0 = unknown / unlimited
+  std::string configJson;
+};
+
+struct TargetInfo {
+  std::string name = "cpu";
+  int32_t numRanks = 1;
+};
+
+struct KernelImage {
+  std::string name;
+  KernelKind kind = KernelKind::kCpuSharedObject;
+  std::vector<uint8_t> image;
+};
+
+struct TensorSpec {
+  std::string name;
+  TensorRole role = TensorRole::kState;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape; // -1 = dynamic
+};
+
+struct EntrySpec {
+  std::string name;   // "prefill" / "decode"
+  std::string symbol; // "_mlir_ciface_prefill"
+  uint32_t kernel = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+struct WeightSpec {
+  std::string name; // canonical HF name, may contain "{e}"
+  std::vector<std::string> aliases;
+  std::vector<int64_t> shape; // logical shape
+  DType dtype = DType::kF32;  // compute dtype
+  std::string symbol;         // exported global in the shared object
+};
+
+struct StepSpec {
+  StepKind kind = StepKind::kRunKernel;
+  std::string entry; // run_kernel
+  int32_t buffer = -1;
+  int32_t srcBuffer = -1;
+  int64_t bytes = 0;
+  CollectiveKind collective = CollectiveKind::kNone;
+  int32_t peer = -1;
+};
+
+struct ProgramSpec {
+  int32_t rank = 0;
+  std::vector<StepSpec> steps;
+};
+
+struct MemoryPlan {
+  int64_t stateBytes = 0;
+  int64_t cacheBytesPerToken = 0;
+};
+
+struct ArtifactSpec {
+  uint32_t formatVersion = kArtifactFormatVersion;
+  ModelInfo model;
+  TargetInfo target;
+  std::vector<KernelImage> kernels;
+  std::vector<EntrySpec> entries;
+  std::vector<WeightSpec> weights;
+  std::vector<ProgramSpec> programs;
+  MemoryPlan memoryPlan;
+
+  /// The entry called `name`, or null.
+  const EntrySpec *findEntry(const std::string &name) const;
+};
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_ARTIFACT_TYPES_H

@@ -1,0 +1,407 @@
+//===- validate.cpp - Semantic checks of an artifact ----------------------===//
+
+#include "runtime/artifact/validate.h"
+#include "runtime/support/text.h"
+
+#include <map>
+#include <set>
+
+namespace kimi::rt {
+namespace {
+
+/// Largest byte size accepted for one state or one cache row (1 TiB): keeps
+/// every later size computation far from overflow.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+
+Status fail(const std::string &where, const std::string &what) {
+  return invalidArtifact(where + ": " + what);
+}
+
+bool isDynamic(int64_t d) { return d == -1; }
+
+Status validateSpec(const TensorSpec &spec, const ModelInfo &model,
+                    const std::string &where) {
+  if (spec.name.empty())
+    return fail(where, "empty tensor name");
+  if (static_cast<uint8_t>(spec.role) > kLastTensorRole)
+    return fail(where, "invalid role " +
+                           std::to_string(static_cast<unsigned>(spec.role)));
+  if (spec.dtype == DType::kInvalid ||
+      static_cast<uint8_t>(spec.dtype) > kLastDType || dtypeSize(spec.dtype) == 0)
+    return fail(where, "invalid or sub-byte dtype " + dtypeName(spec.dtype));
+  if (spec.shape.size() > kMaxRank)
+    return fail(where, "rank " + std::to_string(spec.shape.size()) +
+                           " exceeds the maximum of " + std::to_string(kMaxRank));
+  int dynamic = 0;
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    int64_t d = spec.shape[i];
+    if (isDynamic(d))
+      ++dynamic;
+    else if (d <= 0)
+      return fail(where, "dimension " + std::to_string(i) + " is " +
+                             std::to_string(d) +
+                             " (dimensions are positive or -1 for dynamic)");
+  }
+  std::vector<int64_t> staticDims;
+  for (int64_t d : spec.shape)
+    if (!isDynamic(d))
+      staticDims.push_back(d);
+  int64_t numel = 0;
+  if (!checkedNumel(staticDims, numel) ||
+      numel > kMaxTensorBytes / static_cast<int64_t>(dtypeSize(spec.dtype)))
+    return fail(where, "shape " + shapeToString(spec.shape) + " is too large");
+
+  const std::string shape = shapeToString(spec.shape);
+  switch (spec.role) {
+  case TensorRole::kTokens:
+    if (spec.dtype != DType::kI32)
+      return fail(where, "tokens must be i32, got " + dtypeName(spec.dtype));
+    if (spec.shape.size() != 2 || spec.shape[0] != 1)
+      return fail(where, "tokens must have shape [1, T], got " + shape);
+    break;
+  case TensorRole::kLogits:
+    if (spec.dtype != DType::kF32)
+      return fail(where, "logits must be f32, got " + dtypeName(spec.dtype));
+    if (spec.shape.empty() || spec.shape.back() != model.vocabSize)
+      return fail(where, "logits must end in the vocab size " +
+                             std::to_string(model.vocabSize) + ", got " + shape);
+    if (dynamic > 1)
+      return fail(where, "logits may have one dynamic dimension, got " + shape);
+    for (size_t i = 0; i + 1 < spec.shape.size(); ++i)
+      if (spec.shape[i] != 1 && !isDynamic(spec.shape[i]))
+        return fail(where, "logits must have shape [1.., T, V], got " + shape);
+    break;
+  case TensorRole::kState:
+    if (dynamic)
+      return fail(where, "state must have a static shape, got " + shape);
+    break;
+  case TensorRole::kCache: {
+    if (dynamic != 1 || spec.shape.size() < 2)
+      return fail(where, "cache must have exactly one dynamic (token) dimension "
+                         "and rank >= 2, got " + shape);
+    size_t axis = 0;
+    while (!isDynamic(spec.shape[axis]))
+      ++axis;
+    for (size_t i = 0; i < axis; ++i)
+      if (spec.shape[i] != 1)
+        return fail(where, "cache dimensions before the token dimension must "
+                           "be 1 (batch 1), got " + shape);
+    break;
+  }
+  }
+  return Status::ok();
+}
+
+bool sameCacheLayout(const TensorSpec &a, const TensorSpec &b) {
+  return a.dtype == b.dtype && a.shape == b.shape;
+}
+
+Status validateEntry(const EntrySpec &entry, size_t index,
+                     const ArtifactSpec &artifact) {
+  const std::string where =
+      "entry " + std::to_string(index) + " " + quoted(entry.name);
+  if (entry.name.empty())
+    return fail(where, "empty entry name");
+  if (entry.symbol.empty())
+    return fail(where, "empty symbol");
+  if (entry.kernel >= artifact.kernels.size())
+    return fail(where, "kernel index " + std::to_string(entry.kernel) +
+                           " out of range (" +
+                           std::to_string(artifact.kernels.size()) + " kernels)");
+  for (int io = 0; io < 2; ++io) {
+    const auto &specs = io == 0 ? entry.inputs : entry.outputs;
+    const char *kind = io == 0 ? "input" : "output";
+    std::set<std::string> names;
+    int tokens = 0, logits = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const TensorSpec &spec = specs[i];
+      std::string w = where + ": " + kind + " " + std::to_string(i) + " " +
+                      quoted(spec.name);
+      KIMI_RETURN_IF_ERROR(validateSpec(spec, artifact.model, w));
+      if (!names.insert(spec.name).second)
+        return fail(w, std::string("duplicate ") + kind + " name");
+      if (spec.role == TensorRole::kTokens) {
+        if (io == 1)
+          return fail(w, "tokens cannot be an output");
+        if (i != 0)
+          return fail(w, "the tokens input must come first");
+        ++tokens;
+      }
+      if (spec.role == TensorRole::kLogits) {
+        if (io == 0)
+          return fail(w, "logits cannot be an input");
+        ++logits;
+      }
+    }
+    if (io == 0 && tokens != 1)
+      return fail(where, "needs exactly one tokens input, has " +
+                             std::to_string(tokens));
+    if (io == 1 && logits != 1)
+      return fail(where, "needs exactly one logits output, has " +
+                             std::to_string(logits));
+  }
+  return Status::ok();
+}
+
+/// The prefill/decode pairing of docs/runtime-abi.md: states and caches are
+/// matched by name; prefill returns each once, decode takes and returns each.
+Status validateSessionContract(const ArtifactSpec &artifact) {
+  const EntrySpec *prefill = artifact.findEntry("prefill");
+  const EntrySpec *decode = artifact.findEntry("decode");
+  if (!prefill)
+    return invalidArtifact("artifact has no 'prefill' entry");
+  if (!decode)
+    return invalidArtifact("artifact has no 'decode' entry");
+  if (prefill->inputs.size() != 1)
+    return invalidArtifact("entry 'prefill': takes only the tokens, has " +
+                           std::to_string(prefill->inputs.size()) + " inputs");
+  const TensorSpec &decodeTokens = decode->inputs[0];
+  if (decodeTokens.shape[1] != 1 && decodeTokens.shape[1] != -1)
+    return invalidArtifact("entry 'decode': input 0 " + quoted(decodeTokens.name) +
+                           ": tokens of one step must have shape [1, 1], got " +
+                           shapeToString(decodeTokens.shape));
+
+  std::map<std::string, const TensorSpec *> carried; // prefill outputs
+  for (const TensorSpec &s : prefill->outputs)
+    if (s.role == TensorRole::kState || s.role == TensorRole::kCache)
+      carried[s.name] = &s;
+  std::map<std::string, const TensorSpec *> decodeIn;
+  for (size_t i = 1; i < decode->inputs.size(); ++i) {
+    const TensorSpec &s = decode->inputs[i];
+    std::string w = "entry 'decode': input " + std::to_string(i) + " " +
+                    quoted(s.name);
+    auto it = carried.find(s.name);
+    if (it == carried.end())
+      return fail(w, std::string(roleName(s.role)) +
+                         " is not an output of 'prefill'");
+    if (it->second->role != s.role)
+      return fail(w, std::string("is a ") + roleName(s.role) +
+                         " here but a " + roleName(it->second->role) +
+                         " output of 'prefill'");
+    if (!sameCacheLayout(*it->second, s))
+      return fail(w, dtypeName(s.dtype) + " " + shapeToString(s.shape) +
+                         " differs from the 'prefill' output " +
+                         dtypeName(it->second->dtype) + " " +
+                         shapeToString(it->second->shape));
+    decodeIn[s.name] = &s;
+  }
+  for (const auto &[name, spec] : carried)
+    if (!decodeIn.count(name))
+      return invalidArtifact("entry 'prefill': output " + quoted(name) + " (" +
+                             roleName(spec->role) +
+                             ") is not an input of 'decode'");
+  std::set<std::string> decodeOut;
+  for (size_t i = 0; i < decode->outputs.size(); ++i) {
+    const TensorSpec &s = decode->outputs[i];
+    if (s.role == TensorRole::kLogits)
+      continue;
+    std::string w = "entry 'decode': output " + std::to_string(i) + " " +
+                    quoted(s.name);
+    auto it = decodeIn.find(s.name);
+    if (it == decodeIn.end() || it->second->role != s.role)
+      return fail(w, std::string(roleName(s.role)) +
+                         " is not a " + roleName(s.role) + " input of 'decode'");
+    if (!sameCacheLayout(*it->second, s))
+      return fail(w, dtypeName(s.dtype) + " " + shapeToString(s.shape) +
+                         " differs from the input " + dtypeName(it->second->dtype) +
+                         " " + shapeToString(it->second->shape));
+    decodeOut.insert(s.name);
+  }
+  for (const auto &[name, spec] : decodeIn)
+    if (!decodeOut.count(name))
+      return invalidArtifact("entry 'decode': input " + quoted(name) + " (" +
+                             roleName(spec->role) + ") is not returned");
+
+  int64_t stateBytes = 0, cacheBytes = 0;
+  for (const auto &[name, spec] : carried) {
+    if (spec->role == TensorRole::kState)
+      stateBytes += staticBytes(*spec);
+    else
+      cacheBytes += cacheRowBytes(*spec);
+  }
+  if (artifact.memoryPlan.stateBytes != stateBytes)
+    return invalidArtifact("memory_plan: state_bytes is " +
+                           std::to_string(artifact.memoryPlan.stateBytes) +
+                           " but the states of 'prefill' add up to " +
+                           std::to_string(stateBytes));
+  if (artifact.memoryPlan.cacheBytesPerToken != cacheBytes)
+    return invalidArtifact("memory_plan: cache_bytes_per_token is " +
+                           std::to_string(artifact.memoryPlan.cacheBytesPerToken) +
+                           " but the caches of 'prefill' add up to " +
+                           std::to_string(cacheBytes));
+  return Status::ok();
+}
+
+Status validateWeights(const ArtifactSpec &artifact) {
+  std::set<std::string> names, symbols;
+  for (size_t i = 0; i < artifact.weights.size(); ++i) {
+    const WeightSpec &w = artifact.weights[i];
+    std::string where = "weight " + std::to_string(i) + " " + quoted(w.name);
+    if (w.name.empty())
+      return fail(where, "empty name");
+    if (!names.insert(w.name).second)
+      return fail(where, "duplicate weight name");
+    if (w.symbol.empty())
+      return fail(where, "empty symbol");
+    if (!symbols.insert(w.symbol).second)
+      return fail(where, "symbol " + quoted(w.symbol) +
+                             " is used by another weight");
+    for (size_t a = 0; a < w.aliases.size(); ++a)
+      if (w.aliases[a].empty())
+        return fail(where, "alias " + std::to_string(a) + " is empty");
+    if (w.shape.empty())
+      return fail(where, "empty shape");
+    if (w.shape.size() > kMaxRank)
+      return fail(where, "rank " + std::to_string(w.shape.size()) +
+                             " exceeds the maximum of " + std::to_string(kMaxRank));
+    for (size_t d = 0; d < w.shape.size(); ++d)
+      if (w.shape[d] <= 0)
+        return fail(where, "dimension " + std::to_string(d) + " is " +
+                               std::to_string(w.shape[d]) + " in shape " +
+                               shapeToString(w.shape));
+    int64_t numel = 0;
+    if (!checkedNumel(w.shape, numel) ||
+        numel > kMaxTensorBytes / 4)
+      return fail(where, "shape " + shapeToString(w.shape) + " is too large");
+    if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 &&
+        w.dtype != DType::kF16)
+      return fail(where, "compute dtype " + dtypeName(w.dtype) +
+                             " is not f32, bf16 or f16");
+    if (w.name.find("{e}") != std::string::npos && w.shape.size() < 2)
+      return fail(where, "a stack of experts ({e}) needs rank >= 2, got " +
+                             shapeToString(w.shape));
+  }
+  return Status::ok();
+}
+
+Status validatePrograms(const ArtifactSpec &artifact) {
+  const int32_t ranks = artifact.target.numRanks;
+  if (artifact.programs.size() != static_cast<size_t>(ranks))
+    return invalidArtifact("programs: " + std::to_string(artifact.programs.size()) +
+                           " programs for " + std::to_string(ranks) + " ranks");
+  std::vector<bool> seen(static_cast<size_t>(ranks), false);
+  for (size_t p = 0; p < artifact.programs.size(); ++p) {
+    const ProgramSpec &program = artifact.programs[p];
+    std::string where = "program " + std::to_string(p);
+    if (program.rank < 0 || program.rank >= ranks)
+      return fail(where, "rank " + std::to_string(program.rank) +
+                             " out of range [0, " + std::to_string(ranks) + ")");
+    if (seen[static_cast<size_t>(program.rank)])
+      return fail(where, "rank " + std::to_string(program.rank) +
+                             " has two programs");
+    seen[static_cast<size_t>(program.rank)] = true;
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      const StepSpec &step = program.steps[s];
+      std::string w = where + ": step " + std::to_string(s);
+      if (static_cast<uint8_t>(step.kind) > kLastStepKind)
+        return fail(w, "invalid step kind " +
+                           std::to_string(static_cast<unsigned>(step.kind)));
+      if (static_cast<uint8_t>(step.collective) > kLastCollectiveKind)
+        return fail(w, "invalid collective kind " +
+                           std::to_string(static_cast<unsigned>(step.collective)));
+      if (step.bytes < 0)
+        return fail(w, "negative byte count " + std::to_string(step.bytes));
+      switch (step.kind) {
+      case StepKind::kRunKernel:
+        if (!artifact.findEntry(step.entry))
+          return fail(w, "run_kernel names unknown entry " + quoted(step.entry));
+        break;
+      case StepKind::kAlloc:
+        if (step.buffer < 0)
+          return fail(w, "alloc without a buffer id");
+        break;
+      case StepKind::kCopy:
+        if (step.buffer < 0 || step.srcBuffer < 0)
+          return fail(w, "copy needs a source and a destination buffer");
+        break;
+      case StepKind::kCollective:
+        if (step.collective == CollectiveKind::kNone)
+          return fail(w, "collective step without a collective kind");
+        if (step.buffer < 0)
+          return fail(w, "collective without a buffer id");
+        break;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+int64_t cacheRowBytes(const TensorSpec &spec) {
+  int64_t n = static_cast<int64_t>(dtypeSize(spec.dtype));
+  for (int64_t d : spec.shape)
+    if (d > 0)
+      n *= d;
+  return n;
+}
+
+int64_t staticBytes(const TensorSpec &spec) { return cacheRowBytes(spec); }
+
+Status validateArtifact(const ArtifactSpec &a) {
+  if (a.formatVersion != kArtifactFormatVersion)
+    return invalidArtifact("unsupported format_version " +
+                           std::to_string(a.formatVersion) +
+                           " (this runtime reads version " +
+                           std::to_string(kArtifactFormatVersion) + ")");
+  const ModelInfo &m = a.model;
+  if (m.vocabSize <= 0 || m.vocabSize > INT32_MAX)
+    return invalidArtifact("model: vocab_size " + std::to_string(m.vocabSize) +
+                           " out of range [1, 2^31)");
+  if (m.hiddenSize <= 0)
+    return invalidArtifact("model: hidden_size " + std::to_string(m.hiddenSize) +
+                           " must be positive");
+  if (m.numLayers < 0)
+    return invalidArtifact("model: num_layers " + std::to_string(m.numLayers) +
+                           " is negative");
+  if (m.layerKinds.size() != static_cast<size_t>(m.numLayers))
+    return invalidArtifact("model: layer_kinds has " +
+                           std::to_string(m.layerKinds.size()) +
+                           " letters for " + std::to_string(m.numLayers) +
+                           " layers");
+  for (size_t i = 0; i < m.layerKinds.size(); ++i)
+    if (m.layerKinds[i] != 'K' && m.layerKinds[i] != 'M')
+      return invalidArtifact("model: layer_kinds letter " + std::to_string(i) +
+                             " is " + quoted(m.layerKinds.substr(i, 1)) +
+                             " (expected 'K' or 'M')");
+  if (m.maxPositions < 0)
+    return invalidArtifact("model: max_position_embeddings " +
+                           std::to_string(m.maxPositions) + " is negative");
+
+  if (a.target.name.empty())
+    return invalidArtifact("target: empty name");
+  if (a.target.numRanks < 1)
+    return invalidArtifact("target: num_ranks " +
+                           std::to_string(a.target.numRanks) + " must be >= 1");
+
+  if (a.kernels.empty())
+    return invalidArtifact("artifact has no kernels");
+  for (size_t i = 0; i < a.kernels.size(); ++i) {
+    const KernelImage &k = a.kernels[i];
+    std::string where = "kernel " + std::to_string(i) + " " + quoted(k.name);
+    if (static_cast<uint8_t>(k.kind) > kLastKernelKind)
+      return fail(where, "invalid kind " +
+                             std::to_string(static_cast<unsigned>(k.kind)));
+    if (k.image.empty())
+      return fail(where, "empty image");
+    if (a.target.name == "cpu" && k.kind != KernelKind::kCpuSharedObject)
+      return fail(where, std::string("kind ") + kernelKindName(k.kind) +
+                             " on target 'cpu' (expected cpu_shared_object)");
+  }
+
+  if (a.entries.empty())
+    return invalidArtifact("artifact has no entries");
+  std::set<std::string> entryNames;
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    KIMI_RETURN_IF_ERROR(validateEntry(a.entries[i], i, a));
+    if (!entryNames.insert(a.entries[i].name).second)
+      return invalidArtifact("entry " + std::to_string(i) + " " +
+                             quoted(a.entries[i].name) + ": duplicate entry name");
+  }
+  KIMI_RETURN_IF_ERROR(validateSessionContract(a));
+  KIMI_RETURN_IF_ERROR(validateWeights(a));
+  KIMI_RETURN_IF_ERROR(validatePrograms(a));
+  return Status::ok();
+}
+
+} // namespace kimi::rt

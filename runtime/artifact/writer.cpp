@@ -1,0 +1,142 @@
+//===- writer.cpp - Builds a kimi artifact file ---------------------------===//
+
+#include "runtime/artifact/writer.h"
+#include "runtime/artifact/validate.h"
+#include "runtime/artifact/artifact_generated.h"
+
+
+namespace kimi::rt {
+namespace fb = ::kimi::artifact::fb;
+
+namespace {
+
+flatbuffers::Offset<fb::TensorSpec>
+writeSpec(flatbuffers::FlatBufferBuilder &b, const TensorSpec &s) {
+  return fb::CreateTensorSpec(b, b.CreateString(s.name),
+                              static_cast<fb::TensorRole>(s.role),
+                              static_cast<fb::DType>(s.dtype),
+                              b.CreateVector(s.shape));
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::TensorSpec>>>
+writeSpecs(flatbuffers::FlatBufferBuilder &b, const std::vector<TensorSpec> &specs) {
+  std::vector<flatbuffers::Offset<fb::TensorSpec>> out;
+  out.reserve(specs.size());
+  for (const TensorSpec &s : specs)
+    out.push_back(writeSpec(b, s));
+  return b.CreateVector(out);
+}
+
+} // namespace
+
+std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
+  flatbuffers::FlatBufferBuilder b(1024);
+
+  const ModelInfo &m = a.model;
+  auto model = fb::CreateModelInfo(
+      b, b.CreateString(m.modelType), m.vocabSize, m.hiddenSize, m.numLayers,
+      b.CreateString(m.layerKinds), m.maxPositions, b.CreateString(m.configJson));
+  auto target = fb::CreateTarget(b, b.CreateString(a.target.name),
+                                 a.target.numRanks);
+
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+  for (const KernelImage &k : a.kernels) {
+    auto name = b.CreateString(k.name);
+    // Align the image to 16 bytes in the buffer (harmless, and lets a future
+    // reader map an image in place).
+    b.ForceVectorAlignment(k.image.size(), sizeof(uint8_t), 16);
+    auto image = b.CreateVector(k.image);
+    kernels.push_back(
+        fb::CreateKernel(b, name, static_cast<fb::KernelKind>(k.kind), image));
+  }
+  auto kernelsVec = b.CreateVector(kernels);
+
+  std::vector<flatbuffers::Offset<fb::Entry>> entries;
+  for (const EntrySpec &e : a.entries) {
+    auto name = b.CreateString(e.name);
+    auto symbol = b.CreateString(e.symbol);
+    auto inputs = writeSpecs(b, e.inputs);
+    auto outputs = writeSpecs(b, e.outputs);
+    entries.push_back(fb::CreateEntry(b, name, symbol, e.kernel, inputs, outputs));
+  }
+  auto entriesVec = b.CreateVector(entries);
+
+  std::vector<flatbuffers::Offset<fb::Weight>> weights;
+  weights.reserve(a.weights.size());
+  for (const WeightSpec &w : a.weights) {
+    auto name = b.CreateString(w.name);
+    auto aliases = b.CreateVectorOfStrings(w.aliases);
+    auto shape = b.CreateVector(w.shape);
+    auto symbol = b.CreateString(w.symbol);
+    weights.push_back(fb::CreateWeight(b, name, aliases, shape,
+                                       static_cast<fb::DType>(w.dtype), symbol));
+  }
+  auto weightsVec = b.CreateVector(weights);
+
+  std::vector<flatbuffers::Offset<fb::Program>> programs;
+  for (const ProgramSpec &p : a.programs) {
+    std::vector<flatbuffers::Offset<fb::Step>> steps;
+    for (const StepSpec &s : p.steps)
+      steps.push_back(fb::CreateStep(
+          b, static_cast<fb::StepKind>(s.kind), b.CreateString(s.entry), s.buffer,
+          s.srcBuffer, s.bytes, static_cast<fb::CollectiveKind>(s.collective),
+          s.peer));
+    programs.push_back(fb::CreateProgram(b, p.rank, b.CreateVector(steps)));
+  }
+  auto programsVec = b.CreateVector(programs);
+
+  auto plan = fb::CreateMemoryPlan(b, a.memoryPlan.stateBytes,
+                                   a.memoryPlan.cacheBytesPerToken);
+
+  auto root = fb::CreateArtifact(b, a.formatVersion, model, target, kernelsVec,
+                                 entriesVec, weightsVec, programsVec, plan);
+  fb::FinishSizePrefixedArtifactBuffer(b, root);
+  return std::vector<uint8_t>(b.GetBufferPointer(),
+                              b.GetBufferPointer() + b.GetSize());
+}
+
+uint32_t ArtifactWriter::addKernel(KernelKind kind, std::string name,
+                                   std::vector<uint8_t> image) {
+  spec_.kernels.push_back({std::move(name), kind, std::move(image)});
+  return static_cast<uint32_t>(spec_.kernels.size() - 1);
+}
+
+MemoryPlan computeMemoryPlan(const ArtifactSpec &spec) {
+  MemoryPlan plan;
+  const EntrySpec *prefill = spec.findEntry("prefill");
+  if (!prefill)
+    return plan;
+  for (const TensorSpec &s : prefill->outputs) {
+    if (s.role == TensorRole::kState)
+      plan.stateBytes += staticBytes(s);
+    else if (s.role == TensorRole::kCache)
+      plan.cacheBytesPerToken += cacheRowBytes(s);
+  }
+  return plan;
+}
+
+void ArtifactWriter::setMemoryPlanFromEntries() {
+  spec_.memoryPlan = computeMemoryPlan(spec_);
+}
+
+StatusOr<std::vector<uint8_t>> ArtifactWriter::finish() const {
+  Status s = validateArtifact(spec_);
+  if (!s.isOk())
+    return s.addContext("artifact writer");
+  // FlatBuffers buffers are limited to 2 GiB.
+  uint64_t kernelBytes = 0;
+  for (const KernelImage &k : spec_.kernels)
+    kernelBytes += k.image.size();
+  if (kernelBytes >= (uint64_t(1) << 31) - (uint64_t(1) << 26))
+    return invalidArtifact("artifact writer: kernel images of " +
+                           std::to_string(kernelBytes) +
+                           " bytes exceed the 2 GiB FlatBuffers limit");
+  return serializeArtifact(spec_);
+}
+
+Status ArtifactWriter::writeFile(const std::string &path) const {
+  KIMI_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, finish());
+  return writeBytesToFile(path, bytes);
+}
+
+} // namespace kimi::rt

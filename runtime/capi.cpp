@@ -1,0 +1,238 @@
+//===- capi.cpp - C API of the kimi runtime -------------------------------===//
+
+#include "kimi_runtime.h"
+
+#include "runtime/artifact/reader.h"
+#include "runtime/cpu/cpu_executable.h"
+#include "runtime/session/session.h"
+#include "runtime/weights/weight_loader.h"
+
+#include <memory>
+#include <string>
+
+using namespace kimi::rt;
+
+struct kimi_artifact {
+  std::shared_ptr<const ArtifactSpec> spec;
+};
+
+struct kimi_session {
+  std::shared_ptr<const CpuExecutable> executable;
+  std::unique_ptr<Session> session;
+};
+
+struct kimi_state {
+  SessionSnapshot snapshot;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+kimi_status toC(StatusCode code) {
+  switch (code) {
+  case StatusCode::kOk: return KIMI_OK;
+  case StatusCode::kInvalidArgument: return KIMI_ERROR_INVALID_ARGUMENT;
+  case StatusCode::kIo: return KIMI_ERROR_IO;
+  case StatusCode::kInvalidArtifact: return KIMI_ERROR_INVALID_ARTIFACT;
+  case StatusCode::kInvalidWeights: return KIMI_ERROR_INVALID_WEIGHTS;
+  case StatusCode::kModule: return KIMI_ERROR_MODULE;
+  case StatusCode::kExecution: return KIMI_ERROR_EXECUTION;
+  case StatusCode::kFailedPrecondition: return KIMI_ERROR_FAILED_PRECONDITION;
+  }
+  return KIMI_ERROR_EXECUTION;
+}
+
+kimi_status report(const Status &s) {
+  if (s.isOk())
+    return KIMI_OK;
+  lastError = s.message();
+  return toC(s.code());
+}
+
+kimi_status nullArgument(const char *function, const char *argument) {
+  return report(invalidArgument(std::string(function) + ": " + argument +
+                                " is NULL"));
+}
+
+} // namespace
+
+extern "C" {
+
+const char *kimi_last_error(void) { return lastError.c_str(); }
+
+const char *kimi_status_name(kimi_status status) {
+  switch (status) {
+  case KIMI_OK: return "KIMI_OK";
+  case KIMI_ERROR_INVALID_ARGUMENT: return "KIMI_ERROR_INVALID_ARGUMENT";
+  case KIMI_ERROR_IO: return "KIMI_ERROR_IO";
+  case KIMI_ERROR_INVALID_ARTIFACT: return "KIMI_ERROR_INVALID_ARTIFACT";
+  case KIMI_ERROR_INVALID_WEIGHTS: return "KIMI_ERROR_INVALID_WEIGHTS";
+  case KIMI_ERROR_MODULE: return "KIMI_ERROR_MODULE";
+  case KIMI_ERROR_EXECUTION: return "KIMI_ERROR_EXECUTION";
+  case KIMI_ERROR_FAILED_PRECONDITION: return "KIMI_ERROR_FAILED_PRECONDITION";
+  }
+  return "KIMI_ERROR_UNKNOWN";
+}
+
+static kimi_status openSpec(StatusOr<ArtifactSpec> spec, kimi_artifact **out) {
+  if (!spec.isOk())
+    return report(spec.status());
+  *out = new kimi_artifact{
+      std::make_shared<const ArtifactSpec>(std::move(spec.value()))};
+  return KIMI_OK;
+}
+
+kimi_status kimi_artifact_open(const char *path, kimi_artifact **out) {
+  if (!path)
+    return nullArgument("kimi_artifact_open", "path");
+  if (!out)
+    return nullArgument("kimi_artifact_open", "out");
+  return openSpec(ArtifactReader::readFile(path), out);
+}
+
+kimi_status kimi_artifact_open_bytes(const void *data, size_t size,
+                                     kimi_artifact **out) {
+  if (!data)
+    return nullArgument("kimi_artifact_open_bytes", "data");
+  if (!out)
+    return nullArgument("kimi_artifact_open_bytes", "out");
+  return openSpec(ArtifactReader::readBytes(data, size), out);
+}
+
+void kimi_artifact_close(kimi_artifact *artifact) { delete artifact; }
+
+int64_t kimi_artifact_vocab_size(const kimi_artifact *artifact) {
+  return artifact ? artifact->spec->model.vocabSize : 0;
+}
+const char *kimi_artifact_model_type(const kimi_artifact *artifact) {
+  return artifact ? artifact->spec->model.modelType.c_str() : "";
+}
+const char *kimi_artifact_layer_kinds(const kimi_artifact *artifact) {
+  return artifact ? artifact->spec->model.layerKinds.c_str() : "";
+}
+const char *kimi_artifact_config_json(const kimi_artifact *artifact) {
+  return artifact ? artifact->spec->model.configJson.c_str() : "";
+}
+
+kimi_status kimi_session_create(const kimi_artifact *artifact,
+                                const char *const *weight_paths,
+                                size_t num_paths, kimi_session **out) {
+  if (!artifact)
+    return nullArgument("kimi_session_create", "artifact");
+  if (!out)
+    return nullArgument("kimi_session_create", "out");
+  if (!weight_paths && num_paths)
+    return nullArgument("kimi_session_create", "weight_paths");
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < num_paths; ++i) {
+    if (!weight_paths[i])
+      return report(invalidArgument("kimi_session_create: weight_paths[" +
+                                    std::to_string(i) + "] is NULL"));
+    paths.push_back(weight_paths[i]);
+  }
+  StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(paths);
+  if (!loader.isOk())
+    return report(loader.status());
+  StatusOr<std::shared_ptr<CpuExecutable>> exe =
+      CpuExecutable::create(artifact->spec, *loader.value());
+  if (!exe.isOk())
+    return report(exe.status());
+  StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
+  if (!session.isOk())
+    return report(session.status());
+  *out = new kimi_session{std::move(exe.value()), std::move(session.value())};
+  return KIMI_OK;
+}
+
+void kimi_session_destroy(kimi_session *session) { delete session; }
+
+kimi_status kimi_session_prefill(kimi_session *session, const int32_t *tokens,
+                                 size_t count) {
+  if (!session)
+    return nullArgument("kimi_session_prefill", "session");
+  if (!tokens && count)
+    return nullArgument("kimi_session_prefill", "tokens");
+  StatusOr<LogitsView> r = session->session->prefill(tokens, count);
+  return report(r.isOk() ? Status::ok() : r.status());
+}
+
+kimi_status kimi_session_decode_step(kimi_session *session, int32_t token) {
+  if (!session)
+    return nullArgument("kimi_session_decode_step", "session");
+  StatusOr<LogitsView> r = session->session->decodeStep(token);
+  return report(r.isOk() ? Status::ok() : r.status());
+}
+
+kimi_status kimi_session_logits(const kimi_session *session, const float **logits,
+                                size_t *rows, size_t *vocab) {
+  if (!session)
+    return nullArgument("kimi_session_logits", "session");
+  if (!logits)
+    return nullArgument("kimi_session_logits", "logits");
+  LogitsView v = session->session->logits();
+  *logits = v.data;
+  if (rows)
+    *rows = static_cast<size_t>(v.rows);
+  if (vocab)
+    *vocab = static_cast<size_t>(v.vocab);
+  return KIMI_OK;
+}
+
+int64_t kimi_session_vocab_size(const kimi_session *session) {
+  return session ? session->session->vocabSize() : 0;
+}
+
+int64_t kimi_session_length(const kimi_session *session) {
+  return session ? session->session->length() : 0;
+}
+
+kimi_status kimi_session_save_state(const kimi_session *session,
+                                    kimi_state **out) {
+  if (!session)
+    return nullArgument("kimi_session_save_state", "session");
+  if (!out)
+    return nullArgument("kimi_session_save_state", "out");
+  StatusOr<SessionSnapshot> snap = session->session->saveState();
+  if (!snap.isOk())
+    return report(snap.status());
+  *out = new kimi_state{std::move(snap.value())};
+  return KIMI_OK;
+}
+
+kimi_status kimi_session_restore_state(kimi_session *session,
+                                       const kimi_state *state) {
+  if (!session)
+    return nullArgument("kimi_session_restore_state", "session");
+  if (!state)
+    return nullArgument("kimi_session_restore_state", "state");
+  return report(session->session->restoreState(state->snapshot));
+}
+
+void kimi_state_free(kimi_state *state) { delete state; }
+
+int64_t kimi_state_bytes(const kimi_state *state) {
+  return state ? state->snapshot.bytes() : 0;
+}
+
+kimi_status kimi_session_counters(const kimi_session *session,
+                                  kimi_counters *out) {
+  if (!session)
+    return nullArgument("kimi_session_counters", "session");
+  if (!out)
+    return nullArgument("kimi_session_counters", "out");
+  const SessionCounters &c = session->session->counters();
+  out->prefill_calls = c.prefillCalls;
+  out->decode_calls = c.decodeCalls;
+  out->prefill_tokens = c.prefillTokens;
+  out->decode_tokens = c.decodeTokens;
+  out->prefill_seconds = c.prefillSeconds;
+  out->decode_seconds = c.decodeSeconds;
+  out->current_bytes = c.currentBytes;
+  out->peak_bytes = c.peakBytes;
+  out->weight_bytes = session->executable->weightBytes();
+  out->weight_load_seconds = session->executable->weightLoadSeconds();
+  return KIMI_OK;
+}
+
+} // extern "C"

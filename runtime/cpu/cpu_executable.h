@@ -1,0 +1,72 @@
+//===- cpu_executable.h - A CPU artifact ready to run -----------*- C++ -*-===//
+//
+// Loads the artifact's shared object, fills every weight global of the
+// manifest from safetensors (WeightLoader), resolves the entry symbols, and
+// runs an entry: builds the input descriptors from the signature, calls
+// `_mlir_ciface_<entry>`, checks every returned descriptor against the
+// signature (rank, static dims, dynamic dims = tokens of the call, non-null
+// data) and takes ownership of the outputs (free(allocated), once per
+// allocation). An output that points into an input or a weight is copied and
+// never freed. Outputs are released even when the call is reported as an
+// error.
+//
+// After creation the object is immutable: several sessions may share it and
+// run concurrently (the compiled code only reads the weights).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_CPU_CPU_EXECUTABLE_H
+#define KIMI_RUNTIME_CPU_CPU_EXECUTABLE_H
+
+#include "runtime/artifact/types.h"
+#include "runtime/cpu/cpu_module.h"
+#include "runtime/cpu/host_tensor.h"
+#include "runtime/support/status.h"
+#include "runtime/weights/weight_loader.h"
+
+#include <map>
+#include <memory>
+
+namespace kimi::rt {
+
+class CpuExecutable {
+public:
+  /// `artifact` must come from ArtifactReader (or have passed
+  /// validateArtifact); `weights` supplies every manifest entry.
+  static StatusOr<std::shared_ptr<CpuExecutable>>
+  create(std::shared_ptr<const ArtifactSpec> artifact, const WeightLoader &weights);
+
+  const ArtifactSpec &artifact() const { return *artifact_; }
+  std::shared_ptr<const ArtifactSpec> artifactPtr() const { return artifact_; }
+
+  /// Runs entry `entry` with `inputs` in signature order (their shapes are
+  /// the concrete shapes; checked against the signature). Every dynamic
+  /// dimension of an output must equal `tokens`.
+  Status run(const std::string &entry, const std::vector<const HostTensor *> &inputs,
+             int64_t tokens, std::vector<HostTensor> &outputs) const;
+
+  /// Bytes of all weights written into the module.
+  int64_t weightBytes() const { return weightBytes_; }
+  /// Seconds spent loading the weights.
+  double weightLoadSeconds() const { return weightSeconds_; }
+
+private:
+  CpuExecutable() = default;
+
+  struct Range {
+    const uint8_t *begin;
+    const uint8_t *end;
+  };
+  bool insideWeights(const void *p) const;
+
+  std::shared_ptr<const ArtifactSpec> artifact_;
+  std::unique_ptr<CpuModule> module_;
+  std::map<std::string, void *> entries_;
+  std::vector<Range> weightRanges_; // sorted by begin
+  int64_t weightBytes_ = 0;
+  double weightSeconds_ = 0;
+};
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_CPU_CPU_EXECUTABLE_H

@@ -1,0 +1,125 @@
+/*===- kimi_runtime.h - C API of the kimi runtime ---------------------------===
+ *
+ * Embeds the kimi runtime in any C or C++ program: open a compiled artifact
+ * (`.kimi`), create sessions with the model's safetensors weights, prefill a
+ * prompt, decode token by token, read logits, save and restore the sequence
+ * state for prefix reuse, read timing counters.
+ *
+ * Conventions
+ *  - Every function that can fail returns a kimi_status; KIMI_OK is 0. On
+ *    failure kimi_last_error() returns a message that says what is wrong and
+ *    where; it is per thread and valid until the next failing call on that
+ *    thread. Output parameters are written only on success.
+ *  - Handles are opaque. An artifact is immutable and may be shared by
+ *    threads; a session (and a state) must be used by one thread at a time.
+ *    Different sessions may run concurrently.
+ *  - A session keeps its artifact alive: kimi_artifact_close() may be called
+ *    while sessions created from it still exist.
+ *  - Destroy/close/free functions accept NULL.
+ *
+ * See docs/runtime-api.md.
+ *===------------------------------------------------------------------------===*/
+
+#ifndef KIMI_RUNTIME_H
+#define KIMI_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define KIMI_API __attribute__((visibility("default")))
+#else
+#define KIMI_API
+#endif
+
+#define KIMI_RUNTIME_VERSION_MAJOR 0
+#define KIMI_RUNTIME_VERSION_MINOR 1
+
+typedef enum kimi_status {
+  KIMI_OK = 0,
+  KIMI_ERROR_INVALID_ARGUMENT = 1,  /* bad token id, null pointer, ... */
+  KIMI_ERROR_IO = 2,                /* file cannot be opened / read / mapped */
+  KIMI_ERROR_INVALID_ARTIFACT = 3,  /* artifact corrupt or inconsistent */
+  KIMI_ERROR_INVALID_WEIGHTS = 4,   /* safetensors malformed, tensor missing/mismatched */
+  KIMI_ERROR_MODULE = 5,            /* shared object cannot load, symbol missing */
+  KIMI_ERROR_EXECUTION = 6,         /* compiled code returned something inconsistent */
+  KIMI_ERROR_FAILED_PRECONDITION = 7 /* call out of order, e.g. decode before prefill */
+} kimi_status;
+
+typedef struct kimi_artifact kimi_artifact;
+typedef struct kimi_session kimi_session;
+typedef struct kimi_state kimi_state;
+
+typedef struct kimi_counters {
+  int64_t prefill_calls;
+  int64_t decode_calls;
+  int64_t prefill_tokens;
+  int64_t decode_tokens;
+  double prefill_seconds;
+  double decode_seconds;
+  int64_t current_bytes; /* states + caches + logits held by the session now */
+  int64_t peak_bytes;    /* the most it held so far */
+  int64_t weight_bytes;  /* bytes of weights loaded for the session */
+  double weight_load_seconds;
+} kimi_counters;
+
+/* The message of the last failing call on this thread ("" if none). */
+KIMI_API const char *kimi_last_error(void);
+/* "KIMI_OK", "KIMI_ERROR_IO", ... */
+KIMI_API const char *kimi_status_name(kimi_status status);
+
+/* Opens and verifies an artifact file / bytes (copied). */
+KIMI_API kimi_status kimi_artifact_open(const char *path, kimi_artifact **out);
+KIMI_API kimi_status kimi_artifact_open_bytes(const void *data, size_t size,
+                                              kimi_artifact **out);
+KIMI_API void kimi_artifact_close(kimi_artifact *artifact);
+KIMI_API int64_t kimi_artifact_vocab_size(const kimi_artifact *artifact);
+/* Model type, layer kinds ("KKKM..."), config JSON; owned by the artifact. */
+KIMI_API const char *kimi_artifact_model_type(const kimi_artifact *artifact);
+KIMI_API const char *kimi_artifact_layer_kinds(const kimi_artifact *artifact);
+KIMI_API const char *kimi_artifact_config_json(const kimi_artifact *artifact);
+
+/* Loads the model code and fills every weight from the safetensors files
+ * (`num_paths` of them; a sharded checkpoint lists all shards). */
+KIMI_API kimi_status kimi_session_create(const kimi_artifact *artifact,
+                                         const char *const *weight_paths,
+                                         size_t num_paths, kimi_session **out);
+KIMI_API void kimi_session_destroy(kimi_session *session);
+
+/* Starts a new sequence with `count` >= 1 tokens; logits become [count, V]. */
+KIMI_API kimi_status kimi_session_prefill(kimi_session *session,
+                                          const int32_t *tokens, size_t count);
+/* Appends one token; logits become [1, V]. Needs a prefill (or restore) first. */
+KIMI_API kimi_status kimi_session_decode_step(kimi_session *session,
+                                              int32_t token);
+/* The logits of the last prefill/decode (row-major [rows, vocab]); owned by
+ * the session, valid until its next call. rows = 0 before any call. */
+KIMI_API kimi_status kimi_session_logits(const kimi_session *session,
+                                         const float **logits, size_t *rows,
+                                         size_t *vocab);
+KIMI_API int64_t kimi_session_vocab_size(const kimi_session *session);
+/* Tokens in the current sequence. */
+KIMI_API int64_t kimi_session_length(const kimi_session *session);
+
+/* A copy of the sequence state (states, caches, last logits row). It can be
+ * restored into any session of the same artifact; free it with
+ * kimi_state_free. */
+KIMI_API kimi_status kimi_session_save_state(const kimi_session *session,
+                                             kimi_state **out);
+KIMI_API kimi_status kimi_session_restore_state(kimi_session *session,
+                                                const kimi_state *state);
+KIMI_API void kimi_state_free(kimi_state *state);
+KIMI_API int64_t kimi_state_bytes(const kimi_state *state);
+
+KIMI_API kimi_status kimi_session_counters(const kimi_session *session,
+                                           kimi_counters *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KIMI_RUNTIME_H */

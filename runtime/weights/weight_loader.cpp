@@ -1,0 +1,308 @@
+//===- weight_loader.cpp - Fills weight buffers from safetensors ----------===//
+
+#include "runtime/weights/weight_loader.h"
+#include "runtime/support/text.h"
+#include "runtime/weights/float_convert.h"
+#include "runtime/weights/mxfp4.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kimi::rt {
+
+namespace {
+
+const char *kLanguageModelPrefix = "language_model.";
+
+std::string substituteExpert(const std::string &pattern, int64_t expert) {
+  std::string out = pattern;
+  if (expert < 0)
+    return out;
+  const std::string key = "{e}";
+  size_t at = 0;
+  while ((at = out.find(key, at)) != std::string::npos) {
+    std::string e = std::to_string(expert);
+    out.replace(at, key.size(), e);
+    at += e.size();
+  }
+  return out;
+}
+
+std::string listNames(const std::vector<std::string> &names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i ? ", " : "") + quoted(names[i]);
+  return out;
+}
+
+/// Stores `n` floats as `dtype` (f32, bf16 or f16) at `out`.
+void storeAs(const float *src, int64_t n, DType dtype, uint8_t *out) {
+  switch (dtype) {
+  case DType::kF32:
+    std::memcpy(out, src, static_cast<size_t>(n) * 4);
+    return;
+  case DType::kBF16:
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = f32ToBf16(src[i]);
+      std::memcpy(out + 2 * i, &h, 2);
+    }
+    return;
+  case DType::kF16:
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = f32ToF16(src[i]);
+      std::memcpy(out + 2 * i, &h, 2);
+    }
+    return;
+  default:
+    return; // rejected by validateArtifact
+  }
+}
+
+/// Widens `n` elements of a dense source to f32.
+void widen(const uint8_t *src, StDType dtype, int64_t n, float *out) {
+  switch (dtype) {
+  case StDType::kF32:
+    std::memcpy(out, src, static_cast<size_t>(n) * 4);
+    return;
+  case StDType::kBF16:
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      out[i] = bf16ToF32(h);
+    }
+    return;
+  case StDType::kF16:
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      out[i] = f16ToF32(h);
+    }
+    return;
+  default:
+    return;
+  }
+}
+
+bool sameStorage(StDType src, DType dst) {
+  return (src == StDType::kF32 && dst == DType::kF32) ||
+         (src == StDType::kBF16 && dst == DType::kBF16) ||
+         (src == StDType::kF16 && dst == DType::kF16);
+}
+
+/// Rows are converted in chunks of this many elements through a float buffer.
+constexpr int64_t kChunk = 1 << 16;
+
+} // namespace
+
+std::vector<std::string> WeightLoader::spellings(const WeightSpec &spec,
+                                                 int64_t expert) {
+  std::vector<std::string> names;
+  auto add = [&](const std::string &pattern) {
+    std::string name = substituteExpert(pattern, expert);
+    for (const std::string &candidate : {name, kLanguageModelPrefix + name}) {
+      bool seen = false;
+      for (const std::string &n : names)
+        seen |= n == candidate;
+      if (!seen)
+        names.push_back(candidate);
+    }
+  };
+  add(spec.name);
+  for (const std::string &alias : spec.aliases)
+    add(alias);
+  return names;
+}
+
+StatusOr<std::unique_ptr<WeightLoader>>
+WeightLoader::open(const std::vector<std::string> &paths) {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  for (const std::string &path : paths) {
+    KIMI_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                          SafetensorsFile::open(path));
+    files.push_back(std::move(file));
+  }
+  return fromFiles(std::move(files));
+}
+
+StatusOr<std::unique_ptr<WeightLoader>>
+WeightLoader::fromFiles(std::vector<std::unique_ptr<SafetensorsFile>> files) {
+  std::unique_ptr<WeightLoader> loader(new WeightLoader());
+  loader->files_ = std::move(files);
+  for (size_t f = 0; f < loader->files_.size(); ++f) {
+    if (!loader->files_[f])
+      return invalidArgument("weight loader: file " + std::to_string(f) +
+                             " is null");
+    for (const TensorView &t : loader->files_[f]->tensors()) {
+      auto [it, inserted] = loader->index_.emplace(t.name, std::make_pair(f, &t));
+      if (!inserted)
+        return invalidWeights(
+            "tensor " + quoted(t.name) + " is in both " +
+            quoted(loader->files_[it->second.first]->path()) + " and " +
+            quoted(loader->files_[f]->path()));
+    }
+  }
+  return loader;
+}
+
+const TensorView *WeightLoader::find(const std::string &name,
+                                     const SafetensorsFile **file) const {
+  auto it = index_.find(name);
+  if (it == index_.end())
+    return nullptr;
+  if (file)
+    *file = files_[it->second.first].get();
+  return it->second.second;
+}
+
+Status WeightLoader::loadPiece(const WeightSpec &spec,
+                               const std::vector<std::string> &names,
+                               const std::vector<int64_t> &shape, uint8_t *dst,
+                               bool &found) const {
+  found = false;
+  const std::string weight = "weight " + quoted(spec.name);
+  const int64_t width = shape.back();
+  std::vector<int64_t> packedShape = shape;
+  packedShape.back() = width / 2;
+  std::vector<int64_t> scaleShape = shape;
+  scaleShape.back() = width / kMxBlock;
+  const bool mxCapable = width % kMxBlock == 0;
+
+  for (const std::string &name : names) {
+    const SafetensorsFile *file = nullptr;
+    const TensorView *t = find(name, &file);
+    std::string valueName = name;
+    if (!t && mxCapable) { // compressed-tensors: `<name>_packed` + `<name>_scale`
+      t = find(name + "_packed", &file);
+      valueName = name + "_packed";
+    }
+    if (!t)
+      continue;
+    found = true;
+    const std::string where = weight + ": tensor " + quoted(valueName) +
+                              " in " + quoted(file->path());
+    int64_t numel = 0;
+    checkedNumel(shape, numel); // validated by the artifact reader
+
+    if (t->dtype == StDType::kF32 || t->dtype == StDType::kBF16 ||
+        t->dtype == StDType::kF16) {
+      if (t->shape != shape)
+        return invalidWeights(where + " has shape " + shapeToString(t->shape) +
+                              ", expected " + shapeToString(shape));
+      if (sameStorage(t->dtype, spec.dtype)) {
+        std::memcpy(dst, t->data, t->nbytes);
+        return Status::ok();
+      }
+      std::vector<float> buf(static_cast<size_t>(std::min(numel, kChunk)));
+      const size_t srcSize = stDTypeSize(t->dtype);
+      const size_t dstSize = dtypeSize(spec.dtype);
+      for (int64_t i = 0; i < numel; i += kChunk) {
+        int64_t n = std::min(kChunk, numel - i);
+        widen(t->data + i * static_cast<int64_t>(srcSize), t->dtype, n, buf.data());
+        storeAs(buf.data(), n, spec.dtype, dst + i * static_cast<int64_t>(dstSize));
+      }
+      return Status::ok();
+    }
+
+    if (t->dtype == StDType::kU8) {
+      if (!mxCapable)
+        return invalidWeights(where + " is U8 " + shapeToString(t->shape) +
+                              "; MXFP4 needs a last dimension that is a "
+                              "multiple of 32, the artifact expects " +
+                              shapeToString(shape));
+      if (t->shape != packedShape)
+        return invalidWeights(where + " is U8 (MXFP4 values) with shape " +
+                              shapeToString(t->shape) + ", expected " +
+                              shapeToString(packedShape) + " for logical " +
+                              shapeToString(shape));
+      const std::string scaleName = name + "_scale";
+      const SafetensorsFile *scaleFile = nullptr;
+      const TensorView *s = find(scaleName, &scaleFile);
+      if (!s)
+        return invalidWeights(where + " is U8 (MXFP4 values) but its scale "
+                              "tensor " + quoted(scaleName) + " is missing");
+      const std::string scaleWhere = weight + ": scale tensor " +
+                                     quoted(scaleName) + " in " +
+                                     quoted(scaleFile->path());
+      if (s->dtype != StDType::kU8 && s->dtype != StDType::kF8E8M0)
+        return invalidWeights(scaleWhere + " has unsupported dtype " +
+                              stDTypeName(s->dtype) +
+                              " (expected U8 or F8_E8M0)");
+      if (s->shape != scaleShape)
+        return invalidWeights(scaleWhere + " has shape " +
+                              shapeToString(s->shape) + ", expected " +
+                              shapeToString(scaleShape));
+      const int64_t rows = numel / width;
+      if (spec.dtype == DType::kF32) {
+        // Dequantise straight into the destination, row block by row block.
+        dequantizeMxfp4(t->data, s->data, rows, width,
+                        reinterpret_cast<float *>(dst));
+        return Status::ok();
+      }
+      std::vector<float> row(static_cast<size_t>(width));
+      const size_t dstSize = dtypeSize(spec.dtype);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantizeMxfp4(t->data + r * (width / 2), s->data + r * (width / kMxBlock),
+                        1, width, row.data());
+        storeAs(row.data(), width, spec.dtype,
+                dst + r * width * static_cast<int64_t>(dstSize));
+      }
+      return Status::ok();
+    }
+
+    return invalidWeights(where + " has unsupported dtype " +
+                          stDTypeName(t->dtype) +
+                          " (supported: F32, BF16, F16, and MXFP4 as U8 values "
+                          "with U8/F8_E8M0 scales)");
+  }
+  return Status::ok();
+}
+
+Status WeightLoader::load(const WeightSpec &spec, void *dstVoid,
+                          size_t dstBytes) const {
+  const std::string weight = "weight " + quoted(spec.name);
+  int64_t numel = 0;
+  if (spec.shape.empty() || !checkedNumel(spec.shape, numel) || numel == 0)
+    return invalidArgument(weight + ": invalid logical shape " +
+                           shapeToString(spec.shape));
+  const size_t elem = dtypeSize(spec.dtype);
+  if (spec.dtype != DType::kF32 && spec.dtype != DType::kBF16 &&
+      spec.dtype != DType::kF16)
+    return invalidArgument(weight + ": unsupported compute dtype " +
+                           dtypeName(spec.dtype));
+  if (static_cast<uint64_t>(numel) * elem != dstBytes)
+    return invalidArgument(weight + ": destination holds " +
+                           std::to_string(dstBytes) + " bytes, " +
+                           dtypeName(spec.dtype) + " " +
+                           shapeToString(spec.shape) + " needs " +
+                           std::to_string(static_cast<uint64_t>(numel) * elem));
+  uint8_t *dst = static_cast<uint8_t *>(dstVoid);
+
+  const bool stacked = spec.name.find("{e}") != std::string::npos;
+  std::vector<std::string> names = spellings(spec);
+  bool found = false;
+  KIMI_RETURN_IF_ERROR(loadPiece(spec, names, spec.shape, dst, found));
+  if (found)
+    return Status::ok();
+  const std::string files = std::to_string(files_.size()) + " safetensors file" +
+                            (files_.size() == 1 ? "" : "s");
+  if (!stacked)
+    return invalidWeights(weight + " not found in " + files + "; tried " +
+                          listNames(names));
+
+  const int64_t experts = spec.shape[0];
+  const std::vector<int64_t> pieceShape(spec.shape.begin() + 1, spec.shape.end());
+  const int64_t pieceBytes = (numel / experts) * static_cast<int64_t>(elem);
+  for (int64_t e = 0; e < experts; ++e) {
+    std::vector<std::string> expertNames = spellings(spec, e);
+    KIMI_RETURN_IF_ERROR(
+        loadPiece(spec, expertNames, pieceShape, dst + e * pieceBytes, found));
+    if (!found)
+      return invalidWeights(
+          weight + ": expert " + std::to_string(e) + " of " +
+          std::to_string(experts) + " not found in " + files + "; tried " +
+          listNames(expertNames) + " (and the stacked " + listNames(names) + ")");
+  }
+  return Status::ok();
+}
+
+} // namespace kimi::rt

@@ -1,0 +1,15 @@
+# The runtime depends on neither LLVM nor MLIR: no source under runtime/
+# may include an llvm/ or mlir/ header. -DRUNTIME_DIR=<repo>/runtime
+file(GLOB_RECURSE sources ${RUNTIME_DIR}/*.h ${RUNTIME_DIR}/*.cpp ${RUNTIME_DIR}/*.c)
+set(bad "")
+foreach(f ${sources})
+  file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](llvm|mlir|llvm-c|mlir-c)/")
+  if(hits)
+    list(APPEND bad "${f}: ${hits}")
+  endif()
+endforeach()
+list(LENGTH sources n)
+if(bad)
+  message(FATAL_ERROR "LLVM/MLIR includes in the runtime:\n${bad}")
+endif()
+message("checked ${n} runtime sources: no llvm/mlir includes")
