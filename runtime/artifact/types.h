@@ -97,7 +97,7 @@ struct TensorSpec {
 
 struct EntrySpec {
   std::string name;   // "prefill" / "decode"
-  std::string symbol; // "_mlir_ciface_prefill"
+  std::string symbol; // "kimi_entry_prefill"
   uint32_t kernel = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;

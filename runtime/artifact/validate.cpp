@@ -152,10 +152,27 @@ Status validateSessionContract(const ArtifactSpec &artifact) {
     return invalidArtifact("artifact has no 'prefill' entry");
   if (!decode)
     return invalidArtifact("artifact has no 'decode' entry");
-  if (prefill->inputs.size() != 1)
-    return invalidArtifact("entry 'prefill': takes only the tokens, has " +
-                           std::to_string(prefill->inputs.size()) + " inputs");
   const TensorSpec &decodeTokens = decode->inputs[0];
+  // A stateful prefill (a fixed-size chunk step) takes exactly decode's
+  // state and cache inputs; a stateless one only the tokens.
+  if (prefill->inputs.size() != 1) {
+    if (prefill->inputs[0].shape.size() != 2 || prefill->inputs[0].shape[1] < 1)
+      return invalidArtifact("entry 'prefill': a stateful prefill needs tokens "
+                             "of a static shape [1, C], got " +
+                             shapeToString(prefill->inputs[0].shape));
+    if (prefill->inputs.size() != decode->inputs.size())
+      return invalidArtifact("entry 'prefill': takes " +
+                             std::to_string(prefill->inputs.size()) +
+                             " inputs, but a stateful prefill takes decode's " +
+                             std::to_string(decode->inputs.size()));
+    for (size_t i = 1; i < prefill->inputs.size(); ++i) {
+      const TensorSpec &p = prefill->inputs[i], &d = decode->inputs[i];
+      if (p.name != d.name || p.role != d.role || !sameCacheLayout(p, d))
+        return invalidArtifact("entry 'prefill': input " + std::to_string(i) +
+                               " " + quoted(p.name) +
+                               " differs from decode's input " + quoted(d.name));
+    }
+  }
   if (decodeTokens.shape[1] != 1 && decodeTokens.shape[1] != -1)
     return invalidArtifact("entry 'decode': input 0 " + quoted(decodeTokens.name) +
                            ": tokens of one step must have shape [1, 1], got " +

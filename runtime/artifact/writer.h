@@ -6,7 +6,7 @@
 //   kimi::rt::ArtifactWriter w;
 //   w.model() = {...};
 //   uint32_t so = w.addKernel(KernelKind::kCpuSharedObject, "model.so", bytes);
-//   w.addEntry({"prefill", "_mlir_ciface_prefill", so, inputs, outputs});
+//   w.addEntry({"prefill", "kimi_entry_prefill", so, inputs, outputs});
 //   w.addWeight({"model.norm.weight", {}, {7168}, DType::kF32, "kimi_w_0"});
 //   w.addProgram({0, {{StepKind::kRunKernel, "prefill"}, ...}});
 //   w.setMemoryPlanFromEntries();

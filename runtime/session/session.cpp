@@ -60,16 +60,22 @@ Session::create(std::shared_ptr<const CpuExecutable> executable) {
     const TensorSpec &spec = s->prefill_->outputs[i];
     if (spec.role != TensorRole::kState && spec.role != TensorRole::kCache)
       continue;
-    Slot slot{spec.name, spec.role, spec, i,
-              indexByName(s->decode_->inputs, spec.name, npos),
+    size_t decodeIn = indexByName(s->decode_->inputs, spec.name, npos);
+    // Caches take decode's input layout (the dynamic past length).
+    const TensorSpec &layout =
+        decodeIn == npos ? spec : s->decode_->inputs[decodeIn];
+    Slot slot{spec.name, spec.role, layout,
+              indexByName(s->prefill_->inputs, spec.name, npos), i, decodeIn,
               indexByName(s->decode_->outputs, spec.name, npos),
-              spec.role == TensorRole::kCache ? cacheRowBytes(spec) : 0};
+              spec.role == TensorRole::kCache ? cacheRowBytes(layout) : 0};
     if (slot.decodeIn == npos || slot.decodeOut == npos)
       return invalidArtifact("session: " + std::string(roleName(spec.role)) + " " +
                              quoted(spec.name) +
                              " is not both an input and an output of 'decode'");
     s->slots_.push_back(std::move(slot));
   }
+  if (s->prefill_->inputs.size() > 1)
+    s->prefillChunk_ = s->prefill_->inputs[0].shape[1];
   s->states_.resize(s->slots_.size());
   s->caches_.resize(s->slots_.size());
   s->exe_ = std::move(executable);
@@ -105,6 +111,55 @@ LogitsView Session::logits() const {
   return {nullptr, 0, vocab_};
 }
 
+StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
+                                   int64_t count) {
+  const EntrySpec &entry = usePrefill ? *prefill_ : *decode_;
+  KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(count * 4));
+  std::memcpy(tokBuf.data, tokens, count * 4);
+  HostTensor tok{DType::kI32, {1, count}, tokBuf};
+
+  // Inputs in the entry's signature order.
+  std::vector<HostTensor> cacheViews(slots_.size());
+  std::vector<const HostTensor *> inputs(entry.inputs.size(), nullptr);
+  inputs[0] = &tok;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot &slot = slots_[i];
+    size_t in = usePrefill ? slot.prefillIn : slot.decodeIn;
+    if (slot.role == TensorRole::kState) {
+      inputs[in] = &states_[i];
+      continue;
+    }
+    HostTensor &view = cacheViews[i];
+    view.dtype = slot.spec.dtype;
+    view.shape = slot.spec.shape;
+    const int64_t rows = static_cast<int64_t>(caches_[i].size()) / slot.rowBytes;
+    for (int64_t &d : view.shape)
+      if (d == -1)
+        d = rows;
+    view.buffer.data = caches_[i].data();
+    view.buffer.size = caches_[i].size();
+    inputs[in] = &view;
+  }
+
+  std::vector<HostTensor> outs;
+  KIMI_RETURN_IF_ERROR(exe_->run(entry.name, inputs, count, outs));
+  size_t logitsAt = usePrefill ? prefillLogits_ : decodeLogits_;
+  if (outs[logitsAt].bytes() != static_cast<size_t>(count * vocab_) * sizeof(float))
+    return executionError("entry '" + entry.name + "': logits " +
+                          shapeToString(outs[logitsAt].shape) + " hold " +
+                          std::to_string(outs[logitsAt].bytes() / 4) +
+                          " values, expected " + std::to_string(count) + " x " +
+                          std::to_string(vocab_));
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    HostTensor &out = outs[usePrefill ? slots_[i].prefillOut : slots_[i].decodeOut];
+    if (slots_[i].role == TensorRole::kState)
+      states_[i] = std::move(out);
+    else
+      caches_[i].insert(caches_[i].end(), out.data(), out.data() + out.bytes());
+  }
+  return std::move(outs[logitsAt]);
+}
+
 StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
   if (count == 0)
     return invalidArgument("prefill needs at least one token");
@@ -116,33 +171,73 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
                            " tokens exceeds max_position_embeddings " +
                            std::to_string(maxPositions_));
   const int64_t t = static_cast<int64_t>(count);
-  KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(count * 4));
-  std::memcpy(tokBuf.data, tokens, count * 4);
-  HostTensor tok{DType::kI32, {1, t}, tokBuf};
-
-  std::vector<HostTensor> outs;
   auto start = std::chrono::steady_clock::now();
-  KIMI_RETURN_IF_ERROR(exe_->run("prefill", {&tok}, t, outs));
-  const double seconds = secondsSince(start);
 
-  const HostTensor &newLogits = outs[prefillLogits_];
-  if (newLogits.bytes() != static_cast<size_t>(t * vocab_) * sizeof(float))
-    return executionError("entry 'prefill': logits " +
-                          shapeToString(newLogits.shape) + " hold " +
-                          std::to_string(newLogits.bytes() / 4) +
-                          " values, expected " + std::to_string(t) + " x " +
-                          std::to_string(vocab_));
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    HostTensor &out = outs[slots_[i].prefillOut];
-    if (slots_[i].role == TensorRole::kState) {
-      states_[i] = std::move(out);
+  if (prefillChunk_ > 0) {
+    // Stateful prefill: zero state, floor(T/C) chunk steps, then decode
+    // steps; on failure the session keeps its previous sequence.
+    std::vector<HostTensor> savedStates = states_;
+    std::vector<std::vector<uint8_t>> savedCaches = caches_;
+    auto restore = [&] {
+      states_ = std::move(savedStates);
+      caches_ = std::move(savedCaches);
+    };
+    for (size_t i = 0; i < slots_.size(); ++i) {
       caches_[i].clear();
-    } else {
-      states_[i] = HostTensor();
-      caches_[i].assign(out.data(), out.data() + out.bytes());
+      if (slots_[i].role != TensorRole::kState)
+        continue;
+      auto zero = HostBuffer::allocate(staticBytes(slots_[i].spec));
+      if (!zero.isOk()) {
+        restore();
+        return zero.status();
+      }
+      states_[i] = HostTensor{slots_[i].spec.dtype, slots_[i].spec.shape,
+                              *zero};
     }
+    auto all = HostBuffer::allocate(static_cast<size_t>(t * vocab_) * 4);
+    if (!all.isOk()) {
+      restore();
+      return all.status();
+    }
+    int64_t done = 0;
+    while (done < t) {
+      bool chunk = t - done >= prefillChunk_;
+      int64_t n = chunk ? prefillChunk_ : 1;
+      StatusOr<HostTensor> rows = step(chunk, tokens + done, n);
+      if (!rows.isOk()) {
+        restore();
+        return rows.status();
+      }
+      std::memcpy(all->data + done * vocab_ * 4, rows->data(), rows->bytes());
+      done += n;
+    }
+    logits_ = HostTensor{DType::kF32, {1, t, vocab_}, *all};
+  } else {
+    KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(count * 4));
+    std::memcpy(tokBuf.data, tokens, count * 4);
+    HostTensor tok{DType::kI32, {1, t}, tokBuf};
+    std::vector<HostTensor> outs;
+    KIMI_RETURN_IF_ERROR(exe_->run("prefill", {&tok}, t, outs));
+    const HostTensor &newLogits = outs[prefillLogits_];
+    if (newLogits.bytes() != static_cast<size_t>(t * vocab_) * sizeof(float))
+      return executionError("entry 'prefill': logits " +
+                            shapeToString(newLogits.shape) + " hold " +
+                            std::to_string(newLogits.bytes() / 4) +
+                            " values, expected " + std::to_string(t) + " x " +
+                            std::to_string(vocab_));
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      HostTensor &out = outs[slots_[i].prefillOut];
+      if (slots_[i].role == TensorRole::kState) {
+        states_[i] = std::move(out);
+        caches_[i].clear();
+      } else {
+        states_[i] = HostTensor();
+        caches_[i].assign(out.data(), out.data() + out.bytes());
+      }
+    }
+    logits_ = std::move(outs[prefillLogits_]);
   }
-  logits_ = std::move(outs[prefillLogits_]);
+  const double seconds = secondsSince(start);
   logitsRows_ = t;
   restoredLogits_.clear();
   started_ = true;
@@ -163,50 +258,11 @@ StatusOr<LogitsView> Session::decodeStep(int32_t token) {
     return invalidArgument("decode step at position " + std::to_string(length_) +
                            " exceeds max_position_embeddings " +
                            std::to_string(maxPositions_));
-  KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(4));
-  std::memcpy(tokBuf.data, &token, 4);
-  HostTensor tok{DType::kI32, {1, 1}, tokBuf};
-
-  // Inputs in decode's signature order.
-  std::vector<HostTensor> cacheViews(slots_.size());
-  std::vector<const HostTensor *> inputs(decode_->inputs.size(), nullptr);
-  inputs[0] = &tok;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot &slot = slots_[i];
-    if (slot.role == TensorRole::kState) {
-      inputs[slot.decodeIn] = &states_[i];
-      continue;
-    }
-    HostTensor &view = cacheViews[i];
-    view.dtype = slot.spec.dtype;
-    view.shape = slot.spec.shape;
-    const int64_t rows = static_cast<int64_t>(caches_[i].size()) / slot.rowBytes;
-    for (int64_t &d : view.shape)
-      if (d == -1)
-        d = rows;
-    view.buffer.data = caches_[i].data();
-    view.buffer.size = caches_[i].size();
-    inputs[slot.decodeIn] = &view;
-  }
-
-  std::vector<HostTensor> outs;
+  // step() changes states and caches only after the call succeeded.
   auto start = std::chrono::steady_clock::now();
-  KIMI_RETURN_IF_ERROR(exe_->run("decode", inputs, 1, outs));
+  KIMI_ASSIGN_OR_RETURN(HostTensor rows, step(false, &token, 1));
   const double seconds = secondsSince(start);
-
-  if (outs[decodeLogits_].bytes() != static_cast<size_t>(vocab_) * sizeof(float))
-    return executionError("entry 'decode': logits " +
-                          shapeToString(outs[decodeLogits_].shape) + " hold " +
-                          std::to_string(outs[decodeLogits_].bytes() / 4) +
-                          " values, expected " + std::to_string(vocab_));
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    HostTensor &out = outs[slots_[i].decodeOut];
-    if (slots_[i].role == TensorRole::kState)
-      states_[i] = std::move(out);
-    else
-      caches_[i].insert(caches_[i].end(), out.data(), out.data() + out.bytes());
-  }
-  logits_ = std::move(outs[decodeLogits_]);
+  logits_ = std::move(rows);
   logitsRows_ = 1;
   restoredLogits_.clear();
   length_ += 1;

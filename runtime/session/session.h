@@ -88,6 +88,7 @@ public:
     std::string name;
     TensorRole role;
     TensorSpec spec;     // from prefill's outputs
+    size_t prefillIn;    // index in prefill inputs (stateful prefill only)
     size_t prefillOut;   // index in prefill outputs
     size_t decodeIn;     // index in decode inputs
     size_t decodeOut;    // index in decode outputs
@@ -99,11 +100,19 @@ private:
   Session() = default;
   Status checkTokens(const int32_t *tokens, size_t count) const;
   void updateMemory();
+  /// Runs `count` tokens through `prefill` (a stateful chunk step) or
+  /// `decode` from the current states and caches, replacing the states and
+  /// appending the cache rows; returns the logits [count, V].
+  StatusOr<HostTensor> step(bool usePrefill, const int32_t *tokens,
+                            int64_t count);
 
   std::shared_ptr<const CpuExecutable> exe_;
   const EntrySpec *prefill_ = nullptr;
   const EntrySpec *decode_ = nullptr;
   size_t prefillLogits_ = 0, decodeLogits_ = 0;
+  /// Tokens of one stateful prefill step; 0 when prefill takes a whole
+  /// sequence from zero state.
+  int64_t prefillChunk_ = 0;
   int64_t vocab_ = 0;
   int64_t maxPositions_ = 0;
   std::vector<Slot> slots_;

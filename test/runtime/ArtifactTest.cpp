@@ -33,13 +33,13 @@ ArtifactSpec sampleSpec() {
   TensorSpec conv{"layers.0.q_conv_state", TensorRole::kState, DType::kF32, {1, 64, 3}};
   TensorSpec cache{"layers.1.mla_cache", TensorRole::kCache, DType::kF32, {1, -1, 40}};
   w.addEntry({"prefill",
-              "_mlir_ciface_prefill",
+              "kimi_entry_prefill",
               so,
               {{"tokens", TensorRole::kTokens, DType::kI32, {1, -1}}},
               {{"logits", TensorRole::kLogits, DType::kF32, {1, -1, 1000}}, state, conv,
                cache}});
   w.addEntry({"decode",
-              "_mlir_ciface_decode",
+              "kimi_entry_decode",
               so,
               {{"tokens", TensorRole::kTokens, DType::kI32, {1, 1}}, state, conv, cache},
               {{"logits", TensorRole::kLogits, DType::kF32, {1, 1, 1000}}, state, conv,

@@ -65,7 +65,7 @@ ArtifactSpec artifact(const std::string &decodeSymbol) {
   const TensorSpec state{"layer0.kda_state", TensorRole::kState, DType::kF32, {1, D}};
   const TensorSpec cache{"layer1.mla_cache", TensorRole::kCache, DType::kF32, {1, -1, D}};
   const TensorSpec position{"layer0.position", TensorRole::kState, DType::kF32, {1}};
-  w.addEntry({"prefill", "_mlir_ciface_prefill", so, {tokens},
+  w.addEntry({"prefill", "kimi_entry_prefill", so, {tokens},
               {{"logits", TensorRole::kLogits, DType::kF32, {1, -1, V}},
                state, cache, position}});
   w.addEntry({"decode", decodeSymbol, so,

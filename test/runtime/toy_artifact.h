@@ -23,7 +23,7 @@ namespace toy {
 std::vector<uint8_t> sharedObject();
 
 /// The toy's artifact; `decodeSymbol` picks one of the decode variants.
-kimi::rt::ArtifactSpec artifact(const std::string &decodeSymbol = "_mlir_ciface_decode");
+kimi::rt::ArtifactSpec artifact(const std::string &decodeSymbol = "kimi_entry_decode");
 
 /// The weights as the model sees them (after conversion), row-major.
 struct Weights {

@@ -96,7 +96,7 @@ static void step(int32_t x, int64_t pos, float *s, float *row, float *sum,
   }
 }
 
-EXPORT void _mlir_ciface_prefill(PrefillResults *out, MemRef2i *tokens) {
+static void ciface_prefill(PrefillResults *out, MemRef2i *tokens) {
   const int64_t t = tokens->sizes[1];
   const int32_t *tok = tokens->aligned + tokens->offset;
   float *logits = newLogits(&out->logits, t);
@@ -112,7 +112,7 @@ EXPORT void _mlir_ciface_prefill(PrefillResults *out, MemRef2i *tokens) {
   position[0] = (float)t;
 }
 
-EXPORT void _mlir_ciface_decode(DecodeResults *out, MemRef2i *tokens,
+static void ciface_decode(DecodeResults *out, MemRef2i *tokens,
                                 MemRef2f *state, MemRef3f *cache,
                                 MemRef1f *position) {
   const int32_t x = tokens->aligned[tokens->offset];
@@ -137,19 +137,37 @@ EXPORT void _mlir_ciface_decode(DecodeResults *out, MemRef2i *tokens,
 }
 
 /* A broken decode for error tests: returns logits of the wrong shape. */
-EXPORT void _mlir_ciface_decode_bad_shape(DecodeResults *out, MemRef2i *tokens,
+static void ciface_decode_bad_shape(DecodeResults *out, MemRef2i *tokens,
                                           MemRef2f *state, MemRef3f *cache,
                                           MemRef1f *position) {
-  _mlir_ciface_decode(out, tokens, state, cache, position);
+  ciface_decode(out, tokens, state, cache, position);
   out->logits.sizes[2] = V + 1;
 }
 
 /* A decode that returns its state input as the state output (aliasing an
  * input: the runtime must copy it and never free it). */
-EXPORT void _mlir_ciface_decode_alias_state(DecodeResults *out, MemRef2i *tokens,
+static void ciface_decode_alias_state(DecodeResults *out, MemRef2i *tokens,
                                             MemRef2f *state, MemRef3f *cache,
                                             MemRef1f *position) {
-  _mlir_ciface_decode(out, tokens, state, cache, position);
+  ciface_decode(out, tokens, state, cache, position);
   free(out->state.allocated);
   out->state = *state;
+}
+
+/* The packed entry points the runtime calls (docs/runtime-abi.md). */
+EXPORT void kimi_entry_prefill(void **a) {
+  ciface_prefill((PrefillResults *)a[0], (MemRef2i *)a[1]);
+}
+EXPORT void kimi_entry_decode(void **a) {
+  ciface_decode((DecodeResults *)a[0], (MemRef2i *)a[1], (MemRef2f *)a[2],
+                (MemRef3f *)a[3], (MemRef1f *)a[4]);
+}
+EXPORT void kimi_entry_decode_bad_shape(void **a) {
+  ciface_decode_bad_shape((DecodeResults *)a[0], (MemRef2i *)a[1],
+                          (MemRef2f *)a[2], (MemRef3f *)a[3], (MemRef1f *)a[4]);
+}
+EXPORT void kimi_entry_decode_alias_state(void **a) {
+  ciface_decode_alias_state((DecodeResults *)a[0], (MemRef2i *)a[1],
+                            (MemRef2f *)a[2], (MemRef3f *)a[3],
+                            (MemRef1f *)a[4]);
 }
