@@ -3,6 +3,7 @@
 #include "models/import/WeightNames.h"
 #include "llvm/ADT/STLExtras.h"
 #include <cassert>
+#include <optional>
 
 using namespace kimi;
 
@@ -124,4 +125,37 @@ std::vector<std::string> kimi::weightNameSpellings(WeightRole role,
   for (llvm::StringRef alias : rule.aliases)
     add(alias);
   return names;
+}
+
+/// Matches `name` against `pattern` with `{l}` standing for a decimal layer
+/// number; returns the layer (-1 when the pattern has no `{l}`), or nullopt.
+static std::optional<int64_t> matchLayer(llvm::StringRef pattern,
+                                         llvm::StringRef name) {
+  size_t at = pattern.find("{l}");
+  if (at == llvm::StringRef::npos)
+    return pattern == name ? std::optional<int64_t>(-1) : std::nullopt;
+  llvm::StringRef prefix = pattern.take_front(at);
+  llvm::StringRef suffix = pattern.drop_front(at + 3);
+  if (!name.starts_with(prefix) || !name.ends_with(suffix) ||
+      name.size() <= prefix.size() + suffix.size())
+    return std::nullopt;
+  llvm::StringRef digits =
+      name.drop_front(prefix.size()).drop_back(suffix.size());
+  int64_t layer;
+  if (digits.getAsInteger(10, layer))
+    return std::nullopt;
+  return layer;
+}
+
+std::vector<std::string> kimi::weightNameAliases(llvm::StringRef name) {
+  for (const WeightNameRule &rule : weightNameTable()) {
+    std::optional<int64_t> layer = matchLayer(rule.canonical, name);
+    if (!layer)
+      continue;
+    std::vector<std::string> aliases;
+    for (llvm::StringRef alias : rule.aliases)
+      aliases.push_back(substitute(alias, "{l}", *layer));
+    return aliases;
+  }
+  return {};
 }

@@ -57,6 +57,11 @@ std::string weightName(WeightRole role, int64_t layer = -1);
 std::vector<std::string> weightNameSpellings(WeightRole role, int64_t layer,
                                              int64_t expert = -1);
 
+/// The alternative spellings of a canonical name as the importer emits it
+/// (layer substituted, `{e}` kept): the aliases of the table row it matches,
+/// with the same layer. Empty when the name has none.
+std::vector<std::string> weightNameAliases(llvm::StringRef canonicalName);
+
 } // namespace kimi
 
 #endif

@@ -10,6 +10,8 @@
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 #include "lowering/ToCPU/CpuCodegen.h"
+#include "lowering/ToProgram/CpuArtifact.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -26,7 +28,8 @@ namespace cl = llvm::cl;
 using namespace kimi;
 
 namespace {
-enum class Emit { Kimi, SharedObject, LLVMIR };
+enum class Emit { Artifact, Kimi, SharedObject, LLVMIR };
+enum class Target { Cpu, Sm90a };
 
 cl::OptionCategory category("kimi-compile options");
 
@@ -35,8 +38,18 @@ cl::opt<std::string> configPath(cl::Positional, cl::Required,
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
-cl::opt<Emit> emit("emit", cl::desc("What to produce"), cl::init(Emit::Kimi),
-                   cl::values(clEnumValN(Emit::Kimi, "kimi",
+cl::opt<Target> target(
+    "target", cl::desc("Where the model runs"), cl::init(Target::Cpu),
+    cl::values(clEnumValN(Target::Cpu, "cpu", "the host CPU (default)"),
+               clEnumValN(Target::Sm90a, "sm_90a",
+                          "NVIDIA Hopper (not available yet)")),
+    cl::cat(category));
+cl::opt<Emit> emit("emit", cl::desc("What to produce"),
+                   cl::init(Emit::Artifact),
+                   cl::values(clEnumValN(Emit::Artifact, "artifact",
+                                         "the .kimi artifact the runtime "
+                                         "executes (default; needs -o)"),
+                              clEnumValN(Emit::Kimi, "kimi",
                                          "the whole model in the kimi dialect "
                                          "(@prefill and @decode)"),
                               clEnumValN(Emit::SharedObject, "so",
@@ -107,6 +120,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "kimi-compile: compiles a Kimi-family model from its Hugging Face "
       "config.json.\n\n"
+      "  kimi-compile config.json --target cpu -o model.kimi\n"
       "  kimi-compile config.json --emit=kimi -o model.mlir\n"
       "  kimi-compile config.json --report --context 1048576\n");
 
@@ -116,11 +130,18 @@ int main(int argc, char **argv) {
   if (!config)
     return fail(llvm::toString(config.takeError()));
 
+  if (emit == Emit::Artifact && outputPath == "-" && !report)
+    return fail("the artifact is binary: name the output file with -o");
+  if (target == Target::Sm90a && !report && emit != Emit::Kimi)
+    return fail("--target sm_90a is not available yet; use --target cpu");
+
   std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      mlir::openOutputFile(outputPath, &errorMessage);
-  if (!output)
-    return fail(errorMessage);
+  std::unique_ptr<llvm::ToolOutputFile> output;
+  if (emit != Emit::Artifact || report) {
+    output = mlir::openOutputFile(outputPath, &errorMessage);
+    if (!output)
+      return fail(errorMessage);
+  }
 
   if (report) {
     if (context < 1)
@@ -150,6 +171,18 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(llvm::toString(module.takeError()));
   if (cpu) {
+    // The artifact's signatures come from the imported IR, before lowering.
+    rt::ArtifactSpec spec;
+    if (emit == Emit::Artifact) {
+      auto text = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
+      if (!text)
+        return fail(configPath + ": cannot read: " + text.getError().message());
+      llvm::Expected<rt::ArtifactSpec> described =
+          describeCpuArtifact(**module, *config, (*text)->getBuffer());
+      if (!described)
+        return fail(llvm::toString(described.takeError()));
+      spec = std::move(*described);
+    }
     CpuCodegenOptions codegen;
     codegen.frontPipeline = frontPipeline;
     std::string llvmIR;
@@ -158,6 +191,11 @@ int main(int argc, char **argv) {
     llvm::Expected<std::string> so = compileToSharedObject(**module, codegen);
     if (!so)
       return fail(llvm::toString(so.takeError()));
+    if (emit == Emit::Artifact) {
+      if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath))
+        return fail(llvm::toString(std::move(e)));
+      return 0;
+    }
     output->os() << (emit == Emit::LLVMIR ? llvmIR : *so);
     output->keep();
     return 0;

@@ -1,0 +1,146 @@
+//===- CpuArtifact.cpp - the CPU artifact of a compiled model -------------===//
+
+#include "lowering/ToProgram/CpuArtifact.h"
+#include "dialects/Kimi/KimiOps.h"
+#include "lowering/ToCPU/CpuCodegen.h"
+#include "models/import/WeightNames.h"
+#include "runtime/artifact/writer.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace kimi;
+
+namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 message.str().c_str());
+}
+
+llvm::Expected<rt::DType> dtypeOf(Type t) {
+  if (t.isF32())
+    return rt::DType::kF32;
+  if (t.isInteger(32))
+    return rt::DType::kI32;
+  return error("the CPU artifact holds f32 and i32 tensors only");
+}
+
+std::vector<int64_t> shapeOf(RankedTensorType t) {
+  std::vector<int64_t> shape;
+  for (int64_t d : t.getShape())
+    shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  return shape;
+}
+
+/// One argument or result of an entry. Logits and cache rows carry the
+/// token count of the call in dimension 1, which the artifact marks dynamic.
+llvm::Expected<rt::TensorSpec> specOf(Type type, StringAttr stateName,
+                                      bool isInput, bool first) {
+  auto t = cast<RankedTensorType>(type);
+  llvm::Expected<rt::DType> dtype = dtypeOf(t.getElementType());
+  if (!dtype)
+    return dtype.takeError();
+  rt::TensorSpec spec;
+  spec.dtype = *dtype;
+  spec.shape = shapeOf(t);
+  if (first) {
+    spec.name = isInput ? "tokens" : "logits";
+    spec.role = isInput ? rt::TensorRole::kTokens : rt::TensorRole::kLogits;
+    if (!isInput)
+      spec.shape[1] = -1;
+    return spec;
+  }
+  if (!stateName)
+    return error("an entry's state argument has no kimi.state name");
+  spec.name = stateName.str();
+  spec.role = stateName.getValue().ends_with("mla_cache")
+                  ? rt::TensorRole::kCache
+                  : rt::TensorRole::kState;
+  if (spec.role == rt::TensorRole::kCache)
+    spec.shape[1] = -1;
+  return spec;
+}
+
+llvm::Expected<rt::EntrySpec> entryOf(func::FuncOp fn) {
+  rt::EntrySpec entry;
+  entry.name = fn.getSymName().str();
+  entry.symbol = "kimi_entry_" + entry.name;
+  FunctionType type = fn.getFunctionType();
+  for (unsigned i = 0; i < type.getNumInputs(); ++i) {
+    auto spec = specOf(type.getInput(i),
+                       fn.getArgAttrOfType<StringAttr>(i, "kimi.state"),
+                       /*isInput=*/true, i == 0);
+    if (!spec)
+      return spec.takeError();
+    entry.inputs.push_back(*spec);
+  }
+  for (unsigned i = 0; i < type.getNumResults(); ++i) {
+    auto spec = specOf(type.getResult(i),
+                       fn.getResultAttrOfType<StringAttr>(i, "kimi.state"),
+                       /*isInput=*/false, i == 0);
+    if (!spec)
+      return spec.takeError();
+    entry.outputs.push_back(*spec);
+  }
+  return entry;
+}
+
+} // namespace
+
+llvm::Expected<rt::ArtifactSpec>
+kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
+                          llvm::StringRef configJson) {
+  rt::ArtifactSpec spec;
+  std::string kinds;
+  for (AttentionKind kind : config.layers)
+    kinds += kind == AttentionKind::Kda ? 'K' : 'M';
+  spec.model = {config.modelType,
+                config.vocab,
+                config.hidden,
+                static_cast<int32_t>(config.numLayers),
+                kinds,
+                config.maxPositions,
+                configJson.str()};
+  spec.target = {"cpu", 1};
+  for (const char *name : {"prefill", "decode"}) {
+    auto fn = module.lookupSymbol<func::FuncOp>(name);
+    if (!fn)
+      return error(llvm::Twine("the module has no @") + name);
+    llvm::Expected<rt::EntrySpec> entry = entryOf(fn);
+    if (!entry)
+      return error(llvm::Twine("@") + name + ": " +
+                   llvm::toString(entry.takeError()));
+    spec.entries.push_back(*entry);
+  }
+  size_t slot = 0;
+  for (auto weight : module.getOps<WeightOp>()) {
+    auto type = cast<RankedTensorType>(weight.getType());
+    llvm::Expected<rt::DType> dtype = dtypeOf(type.getElementType());
+    if (!dtype)
+      return error("weight @\"" + weight.getSymName() + "\": " +
+                   llvm::toString(dtype.takeError()));
+    spec.weights.push_back({weight.getSymName().str(),
+                            weightNameAliases(weight.getSymName()),
+                            shapeOf(type), *dtype, weightGlobalName(slot++)});
+  }
+  spec.programs.push_back(
+      {0, {{rt::StepKind::kRunKernel, "prefill"},
+           {rt::StepKind::kRunKernel, "decode"}}});
+  return spec;
+}
+
+llvm::Error kimi::writeCpuArtifact(rt::ArtifactSpec spec,
+                                   llvm::StringRef sharedObject,
+                                   llvm::StringRef path) {
+  rt::ArtifactWriter writer(std::move(spec));
+  uint32_t kernel = writer.addKernel(
+      rt::KernelKind::kCpuSharedObject, "model.so",
+      std::vector<uint8_t>(sharedObject.begin(), sharedObject.end()));
+  for (rt::EntrySpec &entry : writer.spec().entries)
+    entry.kernel = kernel;
+  writer.setMemoryPlanFromEntries();
+  rt::Status status = writer.writeFile(path.str());
+  if (!status.isOk())
+    return error("writing the artifact: " + status.message());
+  return llvm::Error::success();
+}

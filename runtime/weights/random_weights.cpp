@@ -1,0 +1,79 @@
+//===- random_weights.cpp - deterministic random weights ------------------===//
+
+#include "runtime/weights/random_weights.h"
+#include "runtime/weights/safetensors_writer.h"
+
+#include <cmath>
+
+namespace kimi::rt {
+namespace {
+
+uint64_t fnv1a64(const std::string &text) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// value = offset + spread * U(-1, 1), by the tensor's role in the model.
+void recipe(const std::string &name, const std::vector<int64_t> &shape,
+            double &offset, double &spread) {
+  offset = 0.0;
+  if (endsWith(name, "embed_tokens.weight")) {
+    spread = std::sqrt(3.0);
+  } else if (endsWith(name, "norm.weight") || endsWith(name, "layernorm.weight")) {
+    offset = 1.0;
+    spread = 0.1;
+  } else if (endsWith(name, "A_log")) {
+    spread = 1.0;
+  } else if (endsWith(name, "dt_bias")) {
+    offset = -2.0;
+    spread = 4.0;
+  } else if (endsWith(name, "e_score_correction_bias")) {
+    spread = 0.05;
+  } else {
+    spread = std::sqrt(3.0 / double(shape.empty() ? 1 : shape.back()));
+  }
+}
+
+} // namespace
+
+std::vector<float> randomWeight(const std::string &name,
+                                const std::vector<int64_t> &shape,
+                                uint64_t seed) {
+  double offset, spread;
+  recipe(name, shape, offset, spread);
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  uint64_t state = seed ^ fnv1a64(name);
+  for (float &v : out) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double u = double(z >> 11) * 0x1.0p-53;
+    v = static_cast<float>(offset + spread * (2.0 * u - 1.0));
+  }
+  return out;
+}
+
+Status writeRandomWeights(const ArtifactSpec &artifact, uint64_t seed,
+                          const std::string &path) {
+  SafetensorsWriter writer;
+  writer.addMetadata("format", "pt");
+  writer.addMetadata("kimi.random_seed", std::to_string(seed));
+  for (const WeightSpec &w : artifact.weights)
+    writer.addF32(w.name, w.shape, randomWeight(w.name, w.shape, seed));
+  return writer.write(path);
+}
+
+} // namespace kimi::rt

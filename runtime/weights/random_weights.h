@@ -1,0 +1,35 @@
+//===- random_weights.h - deterministic random weights ----------*- C++ -*-===//
+//
+// Weights for demos and tests when no checkpoint is at hand: every tensor of
+// an artifact's manifest filled from a splitmix64 stream seeded by the seed
+// and the tensor's name, scaled so activations stay O(1) (norm weights near
+// 1, projections with std 1/sqrt(fan_in), gate parameters in their usual
+// ranges). Same seed, same weights, on any machine.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_WEIGHTS_RANDOM_WEIGHTS_H
+#define KIMI_RUNTIME_WEIGHTS_RANDOM_WEIGHTS_H
+
+#include "runtime/artifact/types.h"
+#include "runtime/support/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kimi::rt {
+
+/// Values of the weight `name` with `shape`, in f32.
+std::vector<float> randomWeight(const std::string &name,
+                                const std::vector<int64_t> &shape,
+                                uint64_t seed);
+
+/// Writes every weight of `artifact` to one safetensors file (F32), under
+/// the canonical names (`{e}` stacks as one tensor).
+Status writeRandomWeights(const ArtifactSpec &artifact, uint64_t seed,
+                          const std::string &path);
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_WEIGHTS_RANDOM_WEIGHTS_H

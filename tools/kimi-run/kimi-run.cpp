@@ -1,0 +1,291 @@
+//===- kimi-run.cpp - run a compiled model --------------------------------===//
+//
+// Loads a .kimi artifact and its weights, prefills a prompt and decodes
+// greedily, printing the tokens, throughput and memory. Built on the runtime
+// alone (no LLVM/MLIR).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/artifact/reader.h"
+#include "runtime/cpu/cpu_executable.h"
+#include "runtime/session/session.h"
+#include "runtime/weights/random_weights.h"
+#include "runtime/weights/weight_loader.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <random>
+#include <string>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace kimi::rt;
+
+namespace {
+
+const char *kUsage =
+    "usage: kimi-run MODEL.kimi (--weights PATH... | --random-weights SEED)\n"
+    "                [--prompt-ids 1,2,3 | --prompt-random N] "
+    "[--max-new-tokens N]\n"
+    "                [--save-weights FILE] [--dump-logits FILE] [--seed S]\n"
+    "\n"
+    "Runs a model compiled by kimi-compile: prefills the prompt, then decodes\n"
+    "greedily, and prints the generated tokens, prefill and decode tokens/s\n"
+    "and peak memory.\n"
+    "\n"
+    "  --weights PATH        a .safetensors file, or a directory whose\n"
+    "                        .safetensors files are all used (repeatable)\n"
+    "  --random-weights SEED deterministic random weights for every tensor\n"
+    "                        of the artifact (demos and tests)\n"
+    "  --save-weights FILE   with --random-weights: keep them in FILE\n"
+    "  --prompt-ids LIST     comma-separated token ids\n"
+    "  --prompt-random N     N random token ids (from --seed, default 1)\n"
+    "  --max-new-tokens N    tokens to generate (default 16)\n"
+    "  --dump-logits FILE    write every logits row (prompt rows, then one\n"
+    "                        per generated token) as raw little-endian f32\n";
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "kimi-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+bool parseInt(const std::string &text, long long &out) {
+  if (text.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return errno == 0 && end && *end == '\0';
+}
+
+/// A file as is; a directory as its *.safetensors files, sorted.
+bool expandWeights(const std::string &path, std::vector<std::string> &out,
+                   std::string &error) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    error = "weights '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    out.push_back(path);
+    return true;
+  }
+  DIR *dir = opendir(path.c_str());
+  if (!dir) {
+    error = "weights '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::vector<std::string> files;
+  while (dirent *e = readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0)
+      files.push_back(path + "/" + name);
+  }
+  closedir(dir);
+  if (files.empty()) {
+    error = "weights directory '" + path + "' holds no .safetensors file";
+    return false;
+  }
+  std::sort(files.begin(), files.end());
+  out.insert(out.end(), files.begin(), files.end());
+  return true;
+}
+
+int32_t argmax(const float *row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string model, saveWeights, dumpLogits, promptIds;
+  std::vector<std::string> weightArgs;
+  long long randomSeed = -1, promptRandom = 0, maxNew = 16, seed = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    auto number = [&](long long &out) {
+      std::string v;
+      return value(v) && parseInt(v, out);
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--weights") {
+      if (!value(v))
+        return fail("--weights needs a path");
+      weightArgs.push_back(v);
+    } else if (a == "--random-weights") {
+      if (!number(randomSeed) || randomSeed < 0)
+        return fail("--random-weights needs a non-negative integer seed");
+    } else if (a == "--save-weights") {
+      if (!value(saveWeights))
+        return fail("--save-weights needs a file");
+    } else if (a == "--prompt-ids") {
+      if (!value(promptIds))
+        return fail("--prompt-ids needs a list like 1,2,3");
+    } else if (a == "--prompt-random") {
+      if (!number(promptRandom) || promptRandom < 1)
+        return fail("--prompt-random needs a positive count");
+    } else if (a == "--max-new-tokens") {
+      if (!number(maxNew) || maxNew < 0)
+        return fail("--max-new-tokens needs a non-negative count");
+    } else if (a == "--seed") {
+      if (!number(seed))
+        return fail("--seed needs an integer");
+    } else if (a == "--dump-logits") {
+      if (!value(dumpLogits))
+        return fail("--dump-logits needs a file");
+    } else if (!a.empty() && a[0] == '-') {
+      return fail("unknown option '" + a + "' (see --help)");
+    } else if (model.empty()) {
+      model = a;
+    } else {
+      return fail("more than one model given: '" + model + "' and '" + a + "'");
+    }
+  }
+  if (model.empty())
+    return fail("no model given (see --help)");
+  if (weightArgs.empty() == (randomSeed < 0))
+    return fail("give exactly one of --weights and --random-weights");
+  if (promptIds.empty() == (promptRandom == 0))
+    return fail("give exactly one of --prompt-ids and --prompt-random");
+
+  StatusOr<ArtifactSpec> artifact = ArtifactReader::readFile(model);
+  if (!artifact.isOk())
+    return fail(artifact.status().message());
+  auto spec = std::make_shared<const ArtifactSpec>(std::move(artifact.value()));
+  const int64_t vocab = spec->model.vocabSize;
+
+  // The prompt.
+  std::vector<int32_t> prompt;
+  if (!promptIds.empty()) {
+    size_t at = 0;
+    while (at <= promptIds.size()) {
+      size_t comma = promptIds.find(',', at);
+      std::string item = promptIds.substr(at, comma == std::string::npos
+                                                  ? std::string::npos
+                                                  : comma - at);
+      long long id;
+      if (!parseInt(item, id) || id < INT32_MIN || id > INT32_MAX)
+        return fail("--prompt-ids: '" + item + "' is not a token id");
+      prompt.push_back(static_cast<int32_t>(id));
+      if (comma == std::string::npos)
+        break;
+      at = comma + 1;
+    }
+  } else {
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    for (long long i = 0; i < promptRandom; ++i)
+      prompt.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+  }
+
+  // The weights.
+  std::vector<std::string> paths;
+  std::string tempWeights;
+  if (randomSeed >= 0) {
+    std::string file = saveWeights;
+    if (file.empty()) {
+      char tmpl[] = "/tmp/kimi-run-weights-XXXXXX";
+      int fd = mkstemp(tmpl);
+      if (fd < 0)
+        return fail(std::string("cannot create a temporary file: ") +
+                    std::strerror(errno));
+      close(fd);
+      file = tempWeights = tmpl;
+    }
+    Status s = writeRandomWeights(*spec, static_cast<uint64_t>(randomSeed), file);
+    if (!s.isOk())
+      return fail(s.message());
+    paths.push_back(file);
+  } else {
+    for (const std::string &w : weightArgs) {
+      std::string error;
+      if (!expandWeights(w, paths, error))
+        return fail(error);
+    }
+  }
+  StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(paths);
+  if (!tempWeights.empty())
+    unlink(tempWeights.c_str()); // mapped: the data stays until unmapped
+  if (!loader.isOk())
+    return fail(loader.status().message());
+  StatusOr<std::shared_ptr<CpuExecutable>> exe =
+      CpuExecutable::create(spec, *loader.value());
+  if (!exe.isOk())
+    return fail(exe.status().message());
+  StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
+  if (!session.isOk())
+    return fail(session.status().message());
+  Session &s = *session.value();
+
+  std::FILE *dump = nullptr;
+  if (!dumpLogits.empty() && !(dump = std::fopen(dumpLogits.c_str(), "wb")))
+    return fail("cannot write '" + dumpLogits + "': " + std::strerror(errno));
+  int64_t dumpedRows = 0;
+  auto emit = [&](const LogitsView &l) {
+    if (dump)
+      std::fwrite(l.data, sizeof(float), size_t(l.rows * l.vocab), dump);
+    dumpedRows += l.rows;
+  };
+
+  std::printf("model: %s, %d layers (%s), vocab %lld, target %s\n",
+              spec->model.modelType.c_str(), spec->model.numLayers,
+              spec->model.layerKinds.c_str(), (long long)vocab,
+              spec->target.name.c_str());
+  std::printf("weights: %.1f MiB loaded in %.3f s\n",
+              exe.value()->weightBytes() / 1048576.0,
+              exe.value()->weightLoadSeconds());
+  std::printf("prompt: %zu tokens\n", prompt.size());
+
+  StatusOr<LogitsView> logits = s.prefill(prompt);
+  if (!logits.isOk())
+    return fail(logits.status().message());
+  emit(logits.value());
+  std::vector<int32_t> generated;
+  if (maxNew > 0) {
+    const LogitsView &l = logits.value();
+    generated.push_back(argmax(l.data + (l.rows - 1) * l.vocab, l.vocab));
+  }
+  while (static_cast<long long>(generated.size()) < maxNew) {
+    StatusOr<LogitsView> next = s.decodeStep(generated.back());
+    if (!next.isOk())
+      return fail(next.status().message());
+    emit(next.value());
+    generated.push_back(argmax(next.value().data, next.value().vocab));
+  }
+  if (dump)
+    std::fclose(dump);
+
+  std::printf("generated:");
+  for (int32_t t : generated)
+    std::printf(" %d", t);
+  std::printf("\n");
+  const SessionCounters &c = s.counters();
+  std::printf("prefill: %lld tokens in %.4f s (%.1f tokens/s)\n",
+              (long long)c.prefillTokens, c.prefillSeconds,
+              c.prefillSeconds > 0 ? c.prefillTokens / c.prefillSeconds : 0.0);
+  std::printf("decode: %lld tokens in %.4f s (%.1f tokens/s)\n",
+              (long long)c.decodeTokens, c.decodeSeconds,
+              c.decodeSeconds > 0 ? c.decodeTokens / c.decodeSeconds : 0.0);
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("memory: session state peak %.2f MiB, process peak RSS %.1f MiB\n",
+              c.peakBytes / 1048576.0, usage.ru_maxrss / 1024.0);
+  if (dump)
+    std::printf("logits: %lld rows x %lld written to %s\n",
+                (long long)dumpedRows, (long long)vocab, dumpLogits.c_str());
+  return 0;
+}
