@@ -1,0 +1,226 @@
+//===- ModelE2ETest.cpp - compiled models through the runtime -------------===//
+//
+// The main job end to end: kimi-compile wrote CPU artifacts of k3-tiny and a
+// Kimi-Linear-shaped tiny model at build time; this test writes fresh random
+// weights to real safetensors files, runs them through the runtime's Session
+// (the code behind the C API and kimi-run) and compares every logit with the
+// independent float64 reference model (test/reference/).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/artifact/reader.h"
+#include "runtime/cpu/cpu_executable.h"
+#include "runtime/session/session.h"
+#include "runtime/weights/float_convert.h"
+#include "runtime/weights/safetensors_writer.h"
+#include "runtime/weights/weight_loader.h"
+#include "test/reference/RandomWeights.h"
+#include "test/reference/ReferenceModel.h"
+#include "gtest/gtest.h"
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <unistd.h>
+
+using namespace kimi;
+using namespace kimi::rt;
+
+namespace {
+
+struct ModelCase {
+  const char *name;
+  /// bf16 weight files (reference weights rounded to bf16 too), else f32.
+  bool bf16;
+  /// Routed experts as one tensor per expert (checkpoint layout), else one
+  /// stacked tensor.
+  bool perExpert;
+};
+
+double relativeError(const float *got, const std::vector<double> &want,
+                     size_t offset, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double d = double(got[i]) - want[offset + i];
+    num += d * d;
+    den += want[offset + i] * want[offset + i];
+  }
+  return std::sqrt(num / den);
+}
+
+class ModelE2E : public ::testing::TestWithParam<ModelCase> {
+protected:
+  void SetUp() override {
+    std::string name = GetParam().name;
+    llvm::Expected<ModelConfig> cfg =
+        readModelConfig(std::string(KIMI_SOURCE_DIR) + "/models/" + name + ".json");
+    ASSERT_TRUE(bool(cfg)) << llvm::toString(cfg.takeError());
+    config = *cfg;
+    StatusOr<ArtifactSpec> a =
+        ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/" + name + ".kimi");
+    ASSERT_TRUE(a.isOk()) << a.status().message();
+    artifact = std::make_shared<const ArtifactSpec>(std::move(a.value()));
+
+    seed = std::random_device{}();
+    weights = reference::randomWeights(config, seed);
+    reference::roundWeights(weights, GetParam().bf16 ? reference::Rounding::BF16
+                                                     : reference::Rounding::F32);
+    weightFile = ::testing::TempDir() + "kimi-e2e-" + name + "-" +
+                 std::to_string(seed) + ".safetensors";
+  }
+  void TearDown() override { std::remove(weightFile.c_str()); }
+
+  /// Writes the weights the way a checkpoint stores them, leaving out
+  /// `skip` and giving `reshape` the shape [1, numel].
+  void writeWeights(const std::string &skip = "", const std::string &reshape = "") {
+    SafetensorsWriter st;
+    auto add = [&](const std::string &name, std::vector<int64_t> shape,
+                   const double *data, size_t n) {
+      if (name == reshape)
+        shape = {1, static_cast<int64_t>(n)};
+      if (GetParam().bf16) {
+        std::vector<uint16_t> v(n);
+        for (size_t i = 0; i < n; ++i)
+          v[i] = f32ToBf16(static_cast<float>(data[i]));
+        st.add(name, StDType::kBF16, shape, v.data(), n * 2);
+      } else {
+        std::vector<float> v(data, data + n);
+        st.addF32(name, shape, v);
+      }
+    };
+    for (const auto &[name, t] : weights) {
+      if (name == skip)
+        continue;
+      size_t at = name.find("{e}");
+      if (at == std::string::npos || !GetParam().perExpert) {
+        add(name, t.shape, t.data.data(), t.data.size());
+        continue;
+      }
+      std::vector<int64_t> shape(t.shape.begin() + 1, t.shape.end());
+      size_t per = t.data.size() / t.shape[0];
+      for (int64_t e = 0; e < t.shape[0]; ++e) {
+        std::string expert = name;
+        expert.replace(at, 3, std::to_string(e));
+        add(expert, shape, t.data.data() + e * per, per);
+      }
+    }
+    Status s = st.write(weightFile);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+
+  StatusOr<std::shared_ptr<CpuExecutable>> load() {
+    StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open({weightFile});
+    if (!loader.isOk())
+      return loader.status();
+    return CpuExecutable::create(artifact, *loader.value());
+  }
+
+  std::vector<int32_t> randomTokens(size_t n) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> tokens(n);
+    for (int32_t &t : tokens)
+      t = static_cast<int32_t>(rng() % config.vocab);
+    return tokens;
+  }
+
+  ModelConfig config;
+  std::shared_ptr<const ArtifactSpec> artifact;
+  unsigned seed = 0;
+  reference::WeightMap weights;
+  std::string weightFile;
+};
+
+TEST_P(ModelE2E, LogitsMatchFloat64Reference) {
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto exe = load();
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  auto session = Session::create(exe.value());
+  ASSERT_TRUE(session.isOk()) << session.status().message();
+
+  // 64 + 7 tokens: one chunked prefill step and seven decode steps inside
+  // prefill, then the reference on the same tokens from the same weights.
+  std::vector<int32_t> tokens = randomTokens(71);
+  StatusOr<LogitsView> logits = session.value()->prefill(tokens);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  ASSERT_EQ(logits.value().rows, 71);
+  reference::ReferenceModel ref(config, weights);
+  std::vector<double> want = ref.forward(tokens);
+  const size_t n = want.size();
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_TRUE(std::isfinite(logits.value().data[i])) << "logit " << i;
+  double err = relativeError(logits.value().data, want, 0, n);
+  RecordProperty("relative_error", std::to_string(err));
+  EXPECT_LT(err, 1e-4) << "relative L2 error of all logits";
+}
+
+TEST_P(ModelE2E, PrefillThenDecodeEqualsLongerPrefill) {
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto exe = load();
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  auto whole = Session::create(exe.value());
+  auto split = Session::create(exe.value());
+  ASSERT_TRUE(whole.isOk() && split.isOk());
+
+  // N = 70 (one chunk + 6 decode steps), then M = 60 decode steps, against
+  // one prefill of all 130 (two chunks + 2 steps): different call paths.
+  std::vector<int32_t> tokens = randomTokens(130);
+  StatusOr<LogitsView> all = whole.value()->prefill(tokens);
+  ASSERT_TRUE(all.isOk()) << all.status().message();
+  std::vector<float> full(all.value().data,
+                          all.value().data + all.value().rows * all.value().vocab);
+  const int64_t V = config.vocab;
+  StatusOr<LogitsView> first = split.value()->prefill(tokens.data(), 70);
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  std::vector<double> fullD(full.begin(), full.end());
+  EXPECT_LT(relativeError(first.value().data, fullD, 0, 70 * V), 1e-5);
+  for (size_t t = 70; t < tokens.size(); ++t) {
+    StatusOr<LogitsView> step = split.value()->decodeStep(tokens[t]);
+    ASSERT_TRUE(step.isOk()) << step.status().message();
+    ASSERT_LT(relativeError(step.value().data, fullD, t * V, V), 1e-5)
+        << "decode step at position " << t;
+  }
+  EXPECT_EQ(split.value()->length(), 130);
+}
+
+TEST_P(ModelE2E, BadTokensAndWeightsAreRefusedByName) {
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto exe = load();
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  auto session = Session::create(exe.value());
+  ASSERT_TRUE(session.isOk());
+  std::vector<int32_t> bad = {1, 2, static_cast<int32_t>(config.vocab)};
+  StatusOr<LogitsView> r = session.value()->prefill(bad);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("token id " + std::to_string(config.vocab) +
+                                      " at position 2 is outside the vocabulary"),
+            std::string::npos)
+      << r.status().message();
+
+  const std::string norm = "model.norm.weight";
+  ASSERT_NO_FATAL_FAILURE(writeWeights(norm));
+  auto missing = load();
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.status().message().find(norm), std::string::npos)
+      << missing.status().message();
+
+  ASSERT_NO_FATAL_FAILURE(writeWeights("", norm));
+  auto reshaped = load();
+  ASSERT_FALSE(reshaped.isOk());
+  EXPECT_NE(reshaped.status().message().find(norm), std::string::npos)
+      << reshaped.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, ModelE2E,
+    ::testing::Values(ModelCase{"k3-tiny", false, true},
+                      ModelCase{"kimi-linear-tiny", true, false}),
+    [](const auto &info) {
+      std::string name = info.param.name;
+      for (char &c : name)
+        if (c == '-')
+          c = '_';
+      return name;
+    });
+
+} // namespace
