@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# README command (1): set up, build and run the main job. For now the main job
-# is verifying and printing two decoder layers of Kimi K3 with kimi-opt.
+# README command (1): set up, build, and run the main job: compile k3-tiny for
+# the CPU, create deterministic random weights (a real safetensors file), and
+# run a prompt through prefill and greedy decode, printing the tokens,
+# throughput and memory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KIMI_BUILD_DIR:-$root/build}
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
-"${KIMI_BUILD_DIR:-$root/build}/bin/kimi-opt" "$root/models/examples/k3-layers.mlir"
-echo "kimi-opt: models/examples/k3-layers.mlir verified" >&2
+
+echo "== kimi-compile models/k3-tiny.json --target cpu"
+"$build/bin/kimi-compile" "$root/models/k3-tiny.json" --target cpu \
+  -o "$build/k3-tiny.kimi"
+echo "== kimi-run (random weights, seed 7, 100-token prompt, 32 new tokens)"
+"$build/bin/kimi-run" "$build/k3-tiny.kimi" \
+  --random-weights 7 --save-weights "$build/k3-tiny-seed7.safetensors" \
+  --prompt-random 100 --seed 1 --max-new-tokens 32
