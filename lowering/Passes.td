@@ -91,7 +91,10 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
       a pair of mat-vecs, the activation and the down mat-vec accumulated
       into the token's row;
     * `latent_moe` by decomposition into `linear`, `routed_experts`,
-      `rms_norm` and `linear`.
+      `rms_norm` and `linear`;
+    * `quantile_balance` as an `scf.for` over experts taking the `(q+1)`-th
+      largest margin of each column by repeated arg-max (exactly; the
+      histogram of the sharded form approximates it).
 
     `kimi.kda` is lowered by `kimi-lower-kda`; `weight_ref` stays (the target
     pipeline decides where weights live). Microscaled weights are rejected:

@@ -75,10 +75,10 @@ Value matvec(OpBuilder &b, Location loc, Value m, Value v) {
 
 /// (max value, its first index) of a 1-D f32 tensor.
 std::pair<Value, Value> argmax(OpBuilder &b, Location loc, Value v) {
-  int64_t n = typeOf(v).getDimSize(0);
+  Value n = getValueOrCreateConstantIndexOp(b, loc, sizesOf(b, loc, v)[0]);
   Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
   auto loop = scf::ForOp::create(
-      b, loc, cIndex(b, loc, 0), cIndex(b, loc, n), cIndex(b, loc, 1),
+      b, loc, cIndex(b, loc, 0), n, cIndex(b, loc, 1),
       ValueRange{negInf, cIndex(b, loc, 0)},
       [&](OpBuilder &nb, Location l, Value e, ValueRange iter) {
         Value x = tensor::ExtractOp::create(nb, l, v, e);
@@ -336,9 +336,73 @@ struct LatentMoeDecomposition : OpRewritePattern<LatentMoeOp> {
   }
 };
 
+/// new_bias[j] = bias[j] - (the (q+1)-th largest margin of column j),
+/// q = floor(N k / E): per column, q+1 rounds of arg-max with the winner
+/// knocked out. The quantile is computed exactly; with `bins` the sharded
+/// form reads it from a histogram, which approximates this value to the
+/// histogram's resolution.
+struct QuantileBalanceLowering : OpRewritePattern<QuantileBalanceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(QuantileBalanceOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value margins = op.getMargins();
+    int64_t experts = typeOf(margins).getDimSize(1);
+    OpFoldResult tokenCount = sizesOf(b, loc, margins)[0];
+    Value tokens = getValueOrCreateConstantIndexOp(b, loc, tokenCount);
+    // q + 1 = floor(N k / E) + 1 rounds.
+    Value rounds = arith::AddIOp::create(
+        b, loc,
+        arith::DivUIOp::create(
+            b, loc,
+            arith::MulIOp::create(b, loc, tokens, cIndex(b, loc, op.getTopK())),
+            cIndex(b, loc, experts)),
+        cIndex(b, loc, 1));
+    Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
+    Type f32 = b.getF32Type();
+    auto columns = scf::ForOp::create(
+        b, loc, cIndex(b, loc, 0), cIndex(b, loc, experts), cIndex(b, loc, 1),
+        ValueRange{op.getBias()},
+        [&](OpBuilder &nb, Location l, Value j, ValueRange iter) {
+          // Column j as a 1-D tensor.
+          Value column = tensor::EmptyOp::create(
+              nb, l, ArrayRef<OpFoldResult>{tokenCount}, f32);
+          auto copy = scf::ForOp::create(
+              nb, l, cIndex(nb, l, 0), tokens, cIndex(nb, l, 1),
+              ValueRange{column},
+              [&](OpBuilder &cb, Location cl, Value n, ValueRange it) {
+                Value m = tensor::ExtractOp::create(cb, cl, margins,
+                                                    ValueRange{n, j});
+                scf::YieldOp::create(
+                    cb, cl,
+                    Value(tensor::InsertOp::create(cb, cl, m, it[0],
+                                                   ValueRange{n})));
+              });
+          auto select = scf::ForOp::create(
+              nb, l, cIndex(nb, l, 0), rounds, cIndex(nb, l, 1),
+              ValueRange{copy.getResult(0), negInf},
+              [&](OpBuilder &sb, Location sl, Value, ValueRange it) {
+                auto [best, at] = argmax(sb, sl, it[0]);
+                Value work = tensor::InsertOp::create(sb, sl, negInf, it[0],
+                                                      ValueRange{at});
+                scf::YieldOp::create(sb, sl, ValueRange{work, best});
+              });
+          Value b0 = tensor::ExtractOp::create(nb, l, iter[0], ValueRange{j});
+          Value updated = arith::SubFOp::create(nb, l, b0, select.getResult(1));
+          scf::YieldOp::create(
+              nb, l,
+              Value(tensor::InsertOp::create(nb, l, updated, iter[0],
+                                             ValueRange{j})));
+        });
+    rewriter.replaceOp(op, columns.getResult(0));
+    return success();
+  }
+};
+
 } // namespace
 
 void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<RouterLowering, RoutedExpertsLowering, LatentMoeDecomposition>(
-      patterns.getContext());
+  patterns.add<RouterLowering, RoutedExpertsLowering, LatentMoeDecomposition,
+               QuantileBalanceLowering>(patterns.getContext());
 }

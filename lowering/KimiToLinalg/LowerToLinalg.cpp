@@ -27,8 +27,7 @@ struct KimiLowerToLinalg
     // Whatever is left could not be lowered; say which op and why.
     WalkResult result = getOperation()->walk([](Operation *op) {
       if (!isa<kimi::KimiDialect>(op->getDialect()) ||
-          isa<kimi::WeightOp, kimi::WeightRefOp, kimi::KdaOp,
-              kimi::QuantileBalanceOp>(op))
+          isa<kimi::WeightOp, kimi::WeightRefOp, kimi::KdaOp>(op))
         return WalkResult::advance();
       op->emitError() << "kimi-lower-to-linalg cannot lower this op (CPU "
                          "lowering needs dense f32/bf16/f16 weights)";

@@ -201,10 +201,17 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
     fn.setArgAttrsAttr(nullptr);
     fn.setResAttrsAttr(nullptr);
   }
+  // Inputs belong to the runtime (it shares state buffers between sessions
+  // and snapshots): entry arguments are read-only to bufferization, which
+  // copies before any in-place update.
   for (auto fn : module.getOps<func::FuncOp>())
-    if (fn.isPublic())
+    if (fn.isPublic()) {
       fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                   UnitAttr::get(ctx));
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+        fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
+                      BoolAttr::get(ctx, false));
+    }
 
   // 3. Bufferize the whole call graph; function results get identity layouts
   // so the runtime sees plain row-major buffers.
