@@ -15,6 +15,11 @@
 
 namespace kimi::lowering {
 
+/// The ranked tensor type of `v`.
+inline mlir::RankedTensorType typeOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+
 /// Extends a float scalar to f32 (other types pass through).
 mlir::Value toF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
 /// Converts an f32 scalar to `type` (truncation or extension).

@@ -25,7 +25,6 @@ using IT = utils::IteratorType;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 OpFoldResult idx(OpBuilder &b, int64_t v) { return b.getIndexAttr(v); }
 

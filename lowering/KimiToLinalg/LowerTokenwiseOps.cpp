@@ -20,7 +20,6 @@ using IT = utils::IteratorType;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 LogicalResult rejectMicroscaled(PatternRewriter &rewriter, Operation *op,
                                 Value weight) {
@@ -141,30 +140,48 @@ struct LinearLowering : OpRewritePattern<LinearOp> {
   }
 };
 
+/// out = x * inv(x) [* weight] [* sigmoid(gate)] over the last dim, where
+/// inv is rsqrt(mean(x^2) + eps) (RMS) or rsqrt(sum(x^2) + eps) (L2). The
+/// one shape shared by rms_norm, gated_rms_norm and l2_norm.
+Value normalize(OpBuilder &b, Location loc, Value x, double eps, bool mean,
+                Value weight, Value gate, Type outElement) {
+  MLIRContext *ctx = b.getContext();
+  unsigned rank = typeOf(x).getRank();
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  SmallVector<Value> inputs = {x, inverseNorm(b, loc, x, eps, mean)};
+  SmallVector<AffineMap> maps = {id, prefixMap(ctx, rank, rank - 1)};
+  if (weight) {
+    inputs.push_back(weight);
+    maps.push_back(dimsMap(ctx, rank, {rank - 1}));
+  }
+  if (gate) {
+    inputs.push_back(gate);
+    maps.push_back(id);
+  }
+  maps.push_back(id);
+  Value init = tensor::EmptyOp::create(b, loc, sizesOf(b, loc, x), outElement);
+  return generic(b, loc, init, inputs, maps, SmallVector<IT>(rank, IT::parallel),
+                 [&](OpBuilder &nb, Location l, ValueRange a) {
+                   Value v = arith::MulFOp::create(nb, l, a[0], a[1]);
+                   unsigned next = 2;
+                   if (weight)
+                     v = arith::MulFOp::create(nb, l, v, a[next++]);
+                   if (gate)
+                     v = arith::MulFOp::create(nb, l, v,
+                                               sigmoid(nb, l, a[next++]));
+                   return v;
+                 });
+}
+
 struct RmsNormLowering : OpRewritePattern<RmsNormOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(RmsNormOp op,
                                 PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value x = op.getX();
-    unsigned rank = typeOf(x).getRank();
-    Value inv = inverseNorm(rewriter, loc, x, op.getEps().convertToDouble(),
-                            /*mean=*/true);
-    Value init = tensor::EmptyOp::create(
-        rewriter, loc, sizesOf(rewriter, loc, x),
-        op.getOut().getType().getElementType());
-    MLIRContext *ctx = getContext();
-    Value result = generic(
-        rewriter, loc, init, {x, inv, op.getWeight()},
-        {rewriter.getMultiDimIdentityMap(rank), prefixMap(ctx, rank, rank - 1),
-         dimsMap(ctx, rank, {rank - 1}), rewriter.getMultiDimIdentityMap(rank)},
-        SmallVector<IT>(rank, IT::parallel),
-        [](OpBuilder &b, Location l, ValueRange a) {
-          return arith::MulFOp::create(b, l,
-                                       arith::MulFOp::create(b, l, a[0], a[1]),
-                                       a[2]);
-        });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(
+        op, normalize(rewriter, op.getLoc(), op.getX(),
+                      op.getEps().convertToDouble(), /*mean=*/true,
+                      op.getWeight(), Value(),
+                      op.getOut().getType().getElementType()));
     return success();
   }
 };
@@ -173,27 +190,11 @@ struct GatedRmsNormLowering : OpRewritePattern<GatedRmsNormOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(GatedRmsNormOp op,
                                 PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value x = op.getX();
-    unsigned rank = typeOf(x).getRank();
-    Value inv = inverseNorm(rewriter, loc, x, op.getEps().convertToDouble(),
-                            /*mean=*/true);
-    Value init = tensor::EmptyOp::create(
-        rewriter, loc, sizesOf(rewriter, loc, x),
-        op.getOut().getType().getElementType());
-    MLIRContext *ctx = getContext();
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    Value result = generic(
-        rewriter, loc, init, {x, op.getGate(), inv, op.getWeight()},
-        {id, id, prefixMap(ctx, rank, rank - 1), dimsMap(ctx, rank, {rank - 1}),
-         id},
-        SmallVector<IT>(rank, IT::parallel),
-        [](OpBuilder &b, Location l, ValueRange a) {
-          Value n = arith::MulFOp::create(
-              b, l, arith::MulFOp::create(b, l, a[0], a[2]), a[3]);
-          return arith::MulFOp::create(b, l, n, sigmoid(b, l, a[1]));
-        });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(
+        op, normalize(rewriter, op.getLoc(), op.getX(),
+                      op.getEps().convertToDouble(), /*mean=*/true,
+                      op.getWeight(), op.getGate(),
+                      op.getOut().getType().getElementType()));
     return success();
   }
 };
@@ -202,24 +203,10 @@ struct L2NormLowering : OpRewritePattern<L2NormOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(L2NormOp op,
                                 PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value x = op.getX();
-    unsigned rank = typeOf(x).getRank();
-    Value inv = inverseNorm(rewriter, loc, x, op.getEps().convertToDouble(),
-                            /*mean=*/false);
-    Value init = tensor::EmptyOp::create(
-        rewriter, loc, sizesOf(rewriter, loc, x),
-        op.getOut().getType().getElementType());
-    Value result = generic(
-        rewriter, loc, init, {x, inv},
-        {rewriter.getMultiDimIdentityMap(rank),
-         prefixMap(getContext(), rank, rank - 1),
-         rewriter.getMultiDimIdentityMap(rank)},
-        SmallVector<IT>(rank, IT::parallel),
-        [](OpBuilder &b, Location l, ValueRange a) {
-          return arith::MulFOp::create(b, l, a[0], a[1]);
-        });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(
+        op, normalize(rewriter, op.getLoc(), op.getX(),
+                      op.getEps().convertToDouble(), /*mean=*/false, Value(),
+                      Value(), op.getOut().getType().getElementType()));
     return success();
   }
 };
