@@ -319,12 +319,13 @@ Status CudaKernel::setMaxDynamicSharedMemory(int bytes) {
 
 Status CudaKernel::launch(Dim3 grid, Dim3 block, unsigned sharedBytes,
                           const CudaStream *stream,
-                          std::vector<void *> &args) const {
+                          const std::vector<void *> &args) const {
   return device_->driver()
       .check(device_->driver().cuLaunchKernel(
                  function_, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                  sharedBytes, stream ? stream->handle() : nullptr,
-                 args.empty() ? nullptr : args.data(), nullptr),
+                 args.empty() ? nullptr : const_cast<void **>(args.data()),
+                 nullptr),
              "cuLaunchKernel")
       .addContext("kernel '" + name_ + "' (grid " + std::to_string(grid.x) +
                   "x" + std::to_string(grid.y) + "x" + std::to_string(grid.z) +

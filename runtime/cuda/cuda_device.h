@@ -164,7 +164,7 @@ public:
   /// strides), each one entry here. Asynchronous; errors of the kernel itself
   /// surface at the next synchronisation.
   Status launch(Dim3 grid, Dim3 block, unsigned sharedBytes,
-                const CudaStream *stream, std::vector<void *> &args) const;
+                const CudaStream *stream, const std::vector<void *> &args) const;
 
   const std::string &name() const { return name_; }
   cuda::CUfunction handle() const { return function_; }
