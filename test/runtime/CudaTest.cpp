@@ -271,7 +271,9 @@ TEST(Module, SaxpyMatchesCpu) {
 
   uint32_t n = 100003; // not a multiple of the block size
   float a = 1.75f;
-  std::vector<float> x = randomFloats(n, 42), y = randomFloats(n, 43);
+  const uint32_t seed = std::random_device{}(); // fresh data every run
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = randomFloats(n, seed), y = randomFloats(n, seed + 1);
   std::vector<float> z(n, std::numeric_limits<float>::quiet_NaN());
   const size_t bytes = n * sizeof(float);
   VALUE_OR_FAIL(dx, DeviceBuffer::allocate(dev, bytes));
