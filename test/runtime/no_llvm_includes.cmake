@@ -1,5 +1,6 @@
 # The runtime depends on neither LLVM nor MLIR: no source under runtime/
-# may include an llvm/ or mlir/ header. -DRUNTIME_DIR=<repo>/runtime
+# may include an llvm/ or mlir/ header. Nor a CUDA header: libcuda is loaded
+# at run time (runtime/cuda/cuda_driver.h). -DRUNTIME_DIR=<repo>/runtime
 file(GLOB_RECURSE sources ${RUNTIME_DIR}/*.h ${RUNTIME_DIR}/*.cpp ${RUNTIME_DIR}/*.c)
 set(bad "")
 foreach(f ${sources})
@@ -7,9 +8,14 @@ foreach(f ${sources})
   if(hits)
     list(APPEND bad "${f}: ${hits}")
   endif()
+  file(STRINGS ${f} cuda_hits REGEX
+       "^[ \t]*#[ \t]*include[ \t]*[<\"](cuda|cuda_runtime|cuda_runtime_api|nvrtc)\\.h[>\"]")
+  if(cuda_hits)
+    list(APPEND bad "${f}: ${cuda_hits}")
+  endif()
 endforeach()
 list(LENGTH sources n)
 if(bad)
-  message(FATAL_ERROR "LLVM/MLIR includes in the runtime:\n${bad}")
+  message(FATAL_ERROR "LLVM/MLIR/CUDA includes in the runtime:\n${bad}")
 endif()
-message("checked ${n} runtime sources: no llvm/mlir includes")
+message("checked ${n} runtime sources: no llvm/mlir/cuda includes")

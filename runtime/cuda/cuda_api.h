@@ -1,0 +1,61 @@
+//===- cuda_api.h - The few CUDA driver API types the runtime uses -*- C++ -*-===//
+//
+// The runtime never includes <cuda.h> and never links libcuda: it loads the
+// driver at run time (cuda_driver.h). These are the declarations it needs,
+// with the values documented in the CUDA driver API (cuda.h of CUDA 12/13;
+// the values are part of the stable ABI). Private to runtime/cuda/.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_CUDA_CUDA_API_H
+#define KIMI_RUNTIME_CUDA_CUDA_API_H
+
+#include <cstddef>
+
+namespace kimi::rt::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long; // 64-bit device address
+// Opaque handles: pointers to incomplete driver structs.
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+using CUevent = struct CUevent_st *;
+using CUjit_option = int;
+using CUdevice_attribute = int;
+using CUfunction_attribute = int;
+
+// CUresult
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
+constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
+
+// CUjit_option
+constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER = 3;
+constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
+constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+constexpr CUjit_option CU_JIT_LOG_VERBOSE = 12;
+
+// CUdevice_attribute
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+// CUfunction_attribute
+constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+// CUstream_flags / CUevent_flags
+constexpr unsigned CU_STREAM_DEFAULT = 0x0;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+
+} // namespace kimi::rt::cuda
+
+#endif // KIMI_RUNTIME_CUDA_CUDA_API_H
