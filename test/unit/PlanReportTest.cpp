@@ -83,7 +83,7 @@ TEST(PlanReport, SplitLosesNoByte) {
     for (const ParameterPart &part : cost.parts)
       if (part.name == "moe.routed_experts")
         partsExperts = part.bytes;
-    for (const char *grid : {"64", "8x8", "32", "4x16", "1"}) {
+    for (const char *grid : {"64", "8x8", "32", "16x4", "1"}) {
       PlanOptions o;
       o.mxfp4Experts = mxfp4;
       ASSERT_FALSE(bool(parseGrid(grid, o)));

@@ -83,7 +83,8 @@ cl::opt<std::string> grid(
 cl::opt<int64_t> tpGroup(
     "tp-group",
     cl::desc("Tensor-parallel group for attention/KDA heads, shared experts, "
-             "dense MLP and lm_head; stays inside a node (default min(8, N))"),
+             "dense MLP, latent projections and lm_head; stays inside a node "
+             "(default min(8, N))"),
     cl::init(0), cl::cat(planCategory));
 cl::opt<int64_t> nodeDevices("node-devices",
                              cl::desc("Devices per NVLink node (default 8)"),
