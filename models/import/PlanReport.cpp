@@ -17,7 +17,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "models/import/PlanReport.h"
-#include "llvm/ADT/StringExtras.h"
 #include <algorithm>
 #include <cmath>
 
