@@ -141,8 +141,9 @@ ModelCost kimi::computeModelCost(const ModelConfig &c,
   return cost;
 }
 
-void kimi::writeModelReport(const ModelConfig &c, const ModelCost &cost,
-                            llvm::raw_ostream &os) {
+void kimi::writeModelReport(
+    const ModelConfig &c, const ModelCost &cost, llvm::raw_ostream &os,
+    llvm::function_ref<void(llvm::json::OStream &)> extra) {
   llvm::json::OStream j(os, 2);
   j.object([&] {
     j.attribute("model_type", c.modelType);
@@ -186,6 +187,8 @@ void kimi::writeModelReport(const ModelConfig &c, const ModelCost &cost,
           j.attribute("bytes", p.bytes);
         });
     });
+    if (extra)
+      extra(j);
   });
   os << "\n";
 }

@@ -9,6 +9,8 @@
 #define KIMI_MODELS_IMPORT_MODELREPORT_H
 
 #include "models/import/ModelConfig.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <string>
 #include <vector>
@@ -52,8 +54,11 @@ ModelCost computeModelCost(const ModelConfig &config,
                            const ReportOptions &options);
 
 /// Writes the cost as JSON (with per-request memory at 128K and 1M tokens).
-void writeModelReport(const ModelConfig &config, const ModelCost &cost,
-                      llvm::raw_ostream &os);
+/// `extra`, when given, adds attributes at the end of the top-level object
+/// (the supernode plan of `--grid`).
+void writeModelReport(
+    const ModelConfig &config, const ModelCost &cost, llvm::raw_ostream &os,
+    llvm::function_ref<void(llvm::json::OStream &)> extra = nullptr);
 
 } // namespace kimi
 

@@ -2,11 +2,14 @@
 //
 //   kimi-compile config.json --emit=kimi [-o model.mlir]   whole model as kimi IR
 //   kimi-compile config.json --report [--context N]        cost report (JSON)
+//   kimi-compile config.json --report --grid 64 [--tp-group 8 ...]
+//                                      + the supernode plan (docs/plan-report.md)
 //
 //===----------------------------------------------------------------------===//
 
 #include "models/import/ModelImporter.h"
 #include "models/import/ModelReport.h"
+#include "models/import/PlanReport.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 #include "lowering/ToCPU/CpuCodegen.h"
@@ -67,6 +70,79 @@ cl::opt<int64_t> context("context",
                          cl::desc("Context length for the report's FLOPs per "
                                   "token (default 131072)"),
                          cl::init(131072), cl::cat(category));
+
+cl::OptionCategory planCategory(
+    "kimi-compile --report --grid: the supernode plan (docs/plan-report.md)");
+cl::opt<std::string> grid(
+    "grid",
+    cl::desc("Add a \"plan\" object to the report for a grid of devices: N "
+             "(N devices, 1..64; TP group from --tp-group) or GxT (G groups "
+             "of T devices, TP group T; 8x8 = 64 devices, TP 8). Routed "
+             "experts are split over all devices"),
+    cl::value_desc("N|GxT"), cl::cat(planCategory));
+cl::opt<int64_t> tpGroup(
+    "tp-group",
+    cl::desc("Tensor-parallel group for attention/KDA heads, shared experts, "
+             "dense MLP, latent projections and lm_head; stays inside a node "
+             "(default min(8, N))"),
+    cl::init(0), cl::cat(planCategory));
+cl::opt<int64_t> nodeDevices("node-devices",
+                             cl::desc("Devices per NVLink node (default 8)"),
+                             cl::init(8), cl::cat(planCategory));
+cl::opt<int64_t> batch("batch",
+                       cl::desc("Concurrent requests over the whole grid "
+                                "(default 1)"),
+                       cl::init(1), cl::cat(planCategory));
+cl::list<int64_t> planContexts(
+    "plan-context",
+    cl::desc("Context lengths of the plan's memory and step times (default "
+             "131072,1048576)"),
+    cl::CommaSeparated, cl::cat(planCategory));
+cl::opt<double> deviceMemoryGB("device-memory-gb",
+                               cl::desc("Memory of one device in GB (1e9 "
+                                        "bytes; default 141, H200)"),
+                               cl::init(141.0), cl::cat(planCategory));
+cl::opt<double> nvlinkGBps(
+    "nvlink-gbps",
+    cl::desc("NVLink bandwidth per device per direction, GB/s (default 450: "
+             "H200 SXM, 900 GB/s bidirectional)"),
+    cl::init(450.0), cl::cat(planCategory));
+cl::opt<double> interNodeGBps(
+    "inter-node-gbps",
+    cl::desc("Inter-node bandwidth per device per direction, GB/s (default "
+             "50: one 400 Gb/s NIC per GPU)"),
+    cl::init(50.0), cl::cat(planCategory));
+cl::opt<double> hbmGBps("hbm-gbps",
+                        cl::desc("HBM bandwidth, GB/s (default 4260: the "
+                                 "measured H200 copy rate)"),
+                        cl::init(4260.0), cl::cat(planCategory));
+cl::opt<double> tflops("tflops",
+                       cl::desc("Dense bf16 rate, TFLOP/s (default 754: the "
+                                "measured H200 matmul rate)"),
+                       cl::init(754.0), cl::cat(planCategory));
+cl::opt<double> collectiveLatencyUs(
+    "collective-latency-us",
+    cl::desc("Fixed cost of one collective, microseconds (default 10)"),
+    cl::init(10.0), cl::cat(planCategory));
+cl::opt<double> commOverlap(
+    "comm-overlap",
+    cl::desc("Fraction of communication hidden under compute, 0..1 "
+             "(default 0)"),
+    cl::init(0.0), cl::cat(planCategory));
+cl::opt<int64_t> prefillTokens("prefill-tokens",
+                               cl::desc("Tokens a TP group prefills per step "
+                                        "(default 8192)"),
+                               cl::init(8192), cl::cat(planCategory));
+cl::opt<bool> mxfp8Dispatch("mxfp8-dispatch",
+                            cl::desc("MoE dispatch in MXFP8 (default on; "
+                                     "=false: bf16)"),
+                            cl::init(true), cl::cat(planCategory));
+cl::opt<bool> replicateMlaCache(
+    "replicate-mla-cache",
+    cl::desc("Keep the whole MLA latent cache on every rank of the TP group "
+             "instead of splitting it by sequence"),
+    cl::cat(planCategory));
+
 cl::opt<NumericType> activations(
     "activations", cl::desc("Activation element type"),
     cl::init(NumericType::BF16),
@@ -110,7 +186,7 @@ static int fail(const llvm::Twine &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &planCategory});
   kimi::registerKimiLoweringPasses();
   kimi::registerKimiPasses();
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
@@ -122,7 +198,8 @@ int main(int argc, char **argv) {
       "config.json.\n\n"
       "  kimi-compile config.json --target cpu -o model.kimi\n"
       "  kimi-compile config.json --emit=kimi -o model.mlir\n"
-      "  kimi-compile config.json --report --context 1048576\n");
+      "  kimi-compile config.json --report --context 1048576\n"
+      "  kimi-compile config.json --report --grid 64 --batch 64\n");
 
   ConfigReadOptions readOptions;
   readOptions.allowUnknownFields = allowUnknown;
@@ -130,6 +207,8 @@ int main(int argc, char **argv) {
   if (!config)
     return fail(llvm::toString(config.takeError()));
 
+  if (!grid.empty() && !report)
+    return fail("--grid plans the report: add --report");
   if (emit == Emit::Artifact && outputPath == "-" && !report)
     return fail("the artifact is binary: name the output file with -o");
   if (target == Target::Sm90a && !report && emit != Emit::Kimi)
@@ -149,7 +228,39 @@ int main(int argc, char **argv) {
     ReportOptions options;
     options.mxfp4Experts = mxfp4Experts;
     options.context = context;
-    writeModelReport(*config, computeModelCost(*config, options), output->os());
+    ModelCost cost = computeModelCost(*config, options);
+    if (grid.empty()) {
+      writeModelReport(*config, cost, output->os());
+      output->keep();
+      return 0;
+    }
+    PlanOptions planOptions;
+    planOptions.tpGroup = tpGroup;
+    if (llvm::Error err = parseGrid(grid, planOptions))
+      return fail(llvm::toString(std::move(err)));
+    planOptions.nodeDevices = nodeDevices;
+    planOptions.batch = batch;
+    if (!planContexts.empty())
+      planOptions.contexts.assign(planContexts.begin(), planContexts.end());
+    planOptions.deviceMemory = deviceMemoryGB * 1e9;
+    planOptions.mxfp4Experts = mxfp4Experts;
+    planOptions.mxfp8Dispatch = mxfp8Dispatch;
+    planOptions.splitMlaCache = !replicateMlaCache;
+    planOptions.nvlinkBytesPerS = nvlinkGBps * 1e9;
+    planOptions.interNodeBytesPerS = interNodeGBps * 1e9;
+    planOptions.hbmBytesPerS = hbmGBps * 1e9;
+    planOptions.flopsPerS = tflops * 1e12;
+    planOptions.collectiveLatencyS = collectiveLatencyUs * 1e-6;
+    planOptions.overlap = commOverlap;
+    planOptions.prefillTokensPerGroup = prefillTokens;
+    llvm::Expected<SupernodePlan> plan = computePlan(*config, planOptions);
+    if (!plan)
+      return fail(llvm::toString(plan.takeError()));
+    writeModelReport(*config, cost, output->os(), [&](llvm::json::OStream &j) {
+      j.attributeBegin("plan");
+      writePlanJson(*plan, j);
+      j.attributeEnd();
+    });
     output->keep();
     return 0;
   }
