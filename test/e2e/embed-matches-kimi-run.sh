@@ -16,6 +16,22 @@ echo "kimi-run:   $from_run"
 echo "kimi-embed: $from_embed"
 [ -n "$from_run" ] && [ "$from_run" = "$from_embed" ]
 
+# --dump-logits: 5 prompt rows + 7 decode rows of 512 f32 logits, and the
+# greedy tokens are the arg-max of the rows that produced them.
+"$run" "$model" --weights "$weights" --prompt-ids 1,2,3,4,5 --max-new-tokens 8 \
+  --dump-logits "$work/logits.f32" >/dev/null
+size=$(stat -c %s "$work/logits.f32")
+[ "$size" -eq $((12 * 512 * 4)) ] || { echo "dumped $size bytes"; exit 1; }
+dumped=$(python3 - "$work/logits.f32" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+rows = [struct.unpack_from("<512f", data, 4 * 512 * r) for r in range(12)]
+print(" ".join(str(max(range(512), key=row.__getitem__)) for row in rows[4:]))
+PY
+)
+echo "from dump:  $dumped"
+[ "$dumped" = "$from_run" ]
+
 expect_error() { # expected-substring command...
   local want=$1; shift
   local out
