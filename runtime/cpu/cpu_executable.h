@@ -3,7 +3,7 @@
 // Loads the artifact's shared object, fills every weight global of the
 // manifest from safetensors (WeightLoader), resolves the entry symbols, and
 // runs an entry: builds the input descriptors from the signature, calls
-// `_mlir_ciface_<entry>`, checks every returned descriptor against the
+// `kimi_entry_<entry>(void **args)`, checks every returned descriptor against the
 // signature (rank, static dims, dynamic dims = tokens of the call, non-null
 // data) and takes ownership of the outputs (free(allocated), once per
 // allocation). An output that points into an input or a weight is copied and
