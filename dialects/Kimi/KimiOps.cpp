@@ -433,8 +433,26 @@ LogicalResult KdaOp::verify() {
     if (failed(sv.sameDim("v", v, i, "q", q, i, "[B, T, H]")) ||
         failed(sv.sameDim("beta", getBeta(), i, "q", q, i, "[B, T, H]")))
       return failure();
+  if (Value cu = getCuSeqlens()) {
+    if (failed(sv.rank("cu_seqlens", cu, 1, "[N + 1]")))
+      return failure();
+    int64_t b = sv.dim(q, 0), n1 = sv.dim(cu, 0), nfs = sv.dim(fs, 0);
+    if (!ShapedType::isDynamic(b) && b != 1)
+      return emitOpError() << "with 'cu_seqlens' the batch dimension of 'q' "
+                              "must be 1 (sequences are packed along T), got "
+                           << b;
+    if (!ShapedType::isDynamic(n1) && n1 < 2)
+      return emitOpError() << "'cu_seqlens' must hold at least 2 offsets, got "
+                           << n1;
+    if (!ShapedType::isDynamic(n1) && !ShapedType::isDynamic(nfs) &&
+        nfs != n1 - 1)
+      return emitOpError() << "'final_state' dimension 0 (" << nfs
+                           << ") must equal the sequence count N = "
+                           << n1 - 1 << " of 'cu_seqlens'";
+  } else if (failed(sv.sameDim("final_state", fs, 0, "q", q, 0, "batch"))) {
+    return failure();
+  }
   if (failed(sv.sameShape("out", getOut(), "v", v)) ||
-      failed(sv.sameDim("final_state", fs, 0, "q", q, 0, "batch")) ||
       failed(sv.sameDim("final_state", fs, 1, "q", q, 2, "head count H")) ||
       failed(sv.sameDim("final_state", fs, 2, "q", q, 3, "key dim dk")) ||
       failed(sv.sameDim("final_state", fs, 3, "v", v, 3, "value dim dv")))

@@ -246,7 +246,7 @@ def Kimi_KdaGateOp : Kimi_Op<"kda_gate", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kimi_KdaOp : Kimi_Op<"kda", [Pure]> {
+def Kimi_KdaOp : Kimi_Op<"kda", [Pure, AttrSizedOperandSegments]> {
   let summary = "Kimi Delta Attention (gated delta rule with per-channel decay)";
   let description = [{
     For `q, k : [B, T, H, dk]`, `v : [B, T, H, dv]`, `g : [B, T, H, dk]` (f32
@@ -263,17 +263,25 @@ def Kimi_KdaOp : Kimi_Op<"kda", [Pure]> {
 
     and returns `o : [B, T, H, dv]` and the final state `[B, H, dk, dv]`
     (f32). `decay`, set by `kimi-chunk-kda`, records the proven bound and the
-    chunked strategy; it does not change the semantics.
+    chunked strategy; it does not change the semantics. `g` may be f32 or
+    the activation type (bf16 log decay read from memory).
+
+    Variable-length batches: with `cu_seqlens : [N + 1]` (i32, starts of N
+    sequences packed along T, `cu_seqlens[0] = 0`, `cu_seqlens[N] = T`) the
+    batch dimension must be 1, each sequence runs its own recurrence, and
+    the states are `[N, H, dk, dv]`. The GPU target implements this form;
+    the CPU lowering rejects it.
   }];
   let arguments = (ins Kimi_ActTensor:$q, Kimi_ActTensor:$k, Kimi_ActTensor:$v,
-                       Kimi_F32Tensor:$g, Kimi_ActTensor:$beta,
+                       Kimi_ActTensor:$g, Kimi_ActTensor:$beta,
                        Optional<Kimi_F32Tensor>:$initial_state,
+                       Optional<TensorOf<[I32]>>:$cu_seqlens,
                        Kimi_PositiveF64:$scale,
                        OptionalAttr<Kimi_DecayAttr>:$decay);
   let results = (outs Kimi_ActTensor:$out, Kimi_F32Tensor:$final_state);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $g `,` $beta (`initial_state` $initial_state^)?
-    `scale` `(` $scale `)` attr-dict `:`
+    (`cu_seqlens` $cu_seqlens^)? `scale` `(` $scale `)` attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -199,6 +199,12 @@ struct KimiLowerKdaPass : impl::KimiLowerKdaBase<KimiLowerKdaPass> {
         op.emitOpError("kimi-lower-kda needs static shapes");
         return WalkResult::interrupt();
       }
+      if (op.getCuSeqlens()) {
+        op.emitOpError("with 'cu_seqlens' (variable-length sequences) has no "
+                       "CPU lowering; compile it for the GPU target "
+                       "(--target sm_90a)");
+        return WalkResult::interrupt();
+      }
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

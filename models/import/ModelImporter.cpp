@@ -281,7 +281,8 @@ Value ModelBuilder::kdaAttention(Value x, int64_t layer, const EntrySpec &mode,
   auto stateType = tt({batch, k.numHeads, k.headDim, k.headDim}, f32);
   Value initial = mode.stateful ? stateIn[0] : Value();
   auto kda = KdaOp::create(b, loc, v.getType(), stateType, q, kk, v, g, beta,
-                           initial, b.getF64FloatAttr(1.0 / std::sqrt(
+                           initial, /*cu_seqlens=*/Value(),
+                           b.getF64FloatAttr(1.0 / std::sqrt(
                                                           double(k.headDim))),
                            DecayAttr());
   stateOut.push_back(kda.getFinalState());

@@ -155,9 +155,38 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
     }
   }
   if (const auto *entries = root->entries()) {
-    for (const fb::Entry *e : *entries)
-      a.entries.push_back({str(e->name()), str(e->symbol()), e->kernel(),
-                           specsOf(e->inputs()), specsOf(e->outputs())});
+    for (const fb::Entry *e : *entries) {
+      EntrySpec es{str(e->name()), str(e->symbol()), e->kernel(),
+                   specsOf(e->inputs()), specsOf(e->outputs()), {}, {}};
+      if (const auto *buffers = e->buffers())
+        for (const fb::Buffer *fbb : *buffers) {
+          BufferSpec bs;
+          bs.name = str(fbb->name());
+          bs.kind = static_cast<BufferKind>(fbb->kind());
+          bs.dtype = static_cast<DType>(fbb->dtype());
+          bs.shape = shapeOf(fbb->shape());
+          if (const auto *data = fbb->data())
+            bs.data.assign(data->begin(), data->end());
+          es.buffers.push_back(std::move(bs));
+        }
+      if (const auto *launches = e->launches())
+        for (const fb::Launch *l : *launches) {
+          LaunchSpec ls;
+          ls.kernel = l->kernel();
+          ls.function = str(l->function());
+          // Absent or short dimension vectors become 0s: the validator
+          // names them.
+          for (int d = 0; d < 3; ++d) {
+            ls.grid[d] = l->grid() && l->grid()->size() == 3 ? l->grid()->Get(d) : 0;
+            ls.block[d] = l->block() && l->block()->size() == 3 ? l->block()->Get(d) : 0;
+          }
+          ls.sharedBytes = l->shared_bytes();
+          if (const auto *args = l->args())
+            ls.args.assign(args->begin(), args->end());
+          es.launches.push_back(std::move(ls));
+        }
+      a.entries.push_back(std::move(es));
+    }
   }
   if (const auto *weights = root->weights()) {
     a.weights.reserve(weights->size());

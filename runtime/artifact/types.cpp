@@ -60,6 +60,40 @@ const char *stepKindName(StepKind kind) {
   return "step_kind(?)";
 }
 
+const char *bufferKindName(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::kInput: return "input";
+  case BufferKind::kOutput: return "output";
+  case BufferKind::kInOut: return "inout";
+  case BufferKind::kTemporary: return "temporary";
+  case BufferKind::kConstant: return "constant";
+  }
+  return "buffer_kind(?)";
+}
+
+size_t BufferSpec::bytes() const {
+  int64_t numel = 0;
+  if (!checkedNumel(shape, numel))
+    return 0;
+  return static_cast<size_t>(numel) * dtypeSize(dtype);
+}
+
+int EntrySpec::findBuffer(const std::string &bufferName) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == bufferName)
+      return static_cast<int>(i);
+  return -1;
+}
+
+bool ArtifactSpec::isKernelLibrary() const {
+  if (!model.modelType.empty() || entries.empty())
+    return false;
+  for (const EntrySpec &e : entries)
+    if (!e.isGpuEntry())
+      return false;
+  return true;
+}
+
 std::string shapeToString(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -9,6 +9,7 @@
 #ifndef KIMI_RUNTIME_ARTIFACT_TYPES_H
 #define KIMI_RUNTIME_ARTIFACT_TYPES_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -67,6 +68,37 @@ std::string shapeToString(const std::vector<int64_t> &shape);
 /// product exceeds 2^53 (no real tensor is that large).
 bool checkedNumel(const std::vector<int64_t> &shape, int64_t &numel);
 
+enum class BufferKind : uint8_t {
+  kInput = 0,
+  kOutput = 1,
+  kInOut = 2,
+  kTemporary = 3,
+  kConstant = 4,
+};
+inline constexpr uint8_t kLastBufferKind = 4;
+const char *bufferKindName(BufferKind kind);
+
+/// A buffer of a GPU entry.
+struct BufferSpec {
+  std::string name;
+  BufferKind kind = BufferKind::kTemporary;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data; // constant buffers
+
+  /// numel * dtype size (0 if the shape is invalid).
+  size_t bytes() const;
+};
+
+/// One kernel launch of a GPU entry.
+struct LaunchSpec {
+  uint32_t kernel = 0; // index into ArtifactSpec::kernels
+  std::string function;
+  std::array<uint32_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  uint32_t sharedBytes = 0;
+  std::vector<uint32_t> args; // buffer indices
+};
+
 struct ModelInfo {
   std::string modelType;
   int64_t vocabSize = 0;
@@ -101,6 +133,12 @@ struct EntrySpec {
   uint32_t kernel = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  std::vector<BufferSpec> buffers;   // GPU entries
+  std::vector<LaunchSpec> launches;  // GPU entries
+
+  bool isGpuEntry() const { return !launches.empty(); }
+  /// The buffer called `name`, or -1.
+  int findBuffer(const std::string &name) const;
 };
 
 struct WeightSpec {
@@ -143,6 +181,9 @@ struct ArtifactSpec {
 
   /// The entry called `name`, or null.
   const EntrySpec *findEntry(const std::string &name) const;
+  /// A library of GPU kernels (every entry is a GPU entry and there is no
+  /// model): no prefill/decode session contract applies.
+  bool isKernelLibrary() const;
 };
 
 } // namespace kimi::rt

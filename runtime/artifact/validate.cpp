@@ -355,12 +355,111 @@ int64_t cacheRowBytes(const TensorSpec &spec) {
 
 int64_t staticBytes(const TensorSpec &spec) { return cacheRowBytes(spec); }
 
+/// Buffers and launches of a GPU entry (docs/runtime-abi.md).
+Status validateGpuEntry(const EntrySpec &entry, size_t index,
+                        const ArtifactSpec &artifact) {
+  const std::string where =
+      "entry " + std::to_string(index) + " " + quoted(entry.name);
+  if (entry.name.empty())
+    return fail(where, "empty entry name");
+  if (entry.buffers.empty())
+    return fail(where, "a GPU entry without buffers");
+  std::set<std::string> names;
+  for (size_t i = 0; i < entry.buffers.size(); ++i) {
+    const BufferSpec &b = entry.buffers[i];
+    std::string w = where + ": buffer " + std::to_string(i) + " " + quoted(b.name);
+    if (b.name.empty())
+      return fail(w, "empty name");
+    if (!names.insert(b.name).second)
+      return fail(w, "duplicate buffer name");
+    if (static_cast<uint8_t>(b.kind) > kLastBufferKind)
+      return fail(w, "invalid kind " + std::to_string(static_cast<unsigned>(b.kind)));
+    if (b.dtype == DType::kInvalid || static_cast<uint8_t>(b.dtype) > kLastDType ||
+        dtypeSize(b.dtype) == 0)
+      return fail(w, "invalid or sub-byte dtype " + dtypeName(b.dtype));
+    if (b.shape.empty() || b.shape.size() > kMaxRank)
+      return fail(w, "rank " + std::to_string(b.shape.size()) +
+                         " must be in [1, " + std::to_string(kMaxRank) + "]");
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      if (b.shape[d] <= 0)
+        return fail(w, "dimension " + std::to_string(d) + " is " +
+                           std::to_string(b.shape[d]) + " (GPU buffers are static)");
+    int64_t numel = 0;
+    if (!checkedNumel(b.shape, numel) ||
+        numel > kMaxTensorBytes / static_cast<int64_t>(dtypeSize(b.dtype)))
+      return fail(w, "shape " + shapeToString(b.shape) + " is too large");
+    if (b.kind == BufferKind::kConstant) {
+      if (b.data.size() != b.bytes())
+        return fail(w, "constant data holds " + std::to_string(b.data.size()) +
+                           " bytes, the shape needs " + std::to_string(b.bytes()));
+    } else if (!b.data.empty()) {
+      return fail(w, std::string("a ") + bufferKindName(b.kind) +
+                         " buffer carries data");
+    }
+  }
+  for (size_t i = 0; i < entry.launches.size(); ++i) {
+    const LaunchSpec &l = entry.launches[i];
+    std::string w = where + ": launch " + std::to_string(i) + " " + quoted(l.function);
+    if (l.function.empty())
+      return fail(w, "empty function name");
+    if (l.kernel >= artifact.kernels.size())
+      return fail(w, "kernel index " + std::to_string(l.kernel) + " out of range (" +
+                         std::to_string(artifact.kernels.size()) + " kernels)");
+    KernelKind kind = artifact.kernels[l.kernel].kind;
+    if (kind != KernelKind::kPtx && kind != KernelKind::kCubin)
+      return fail(w, std::string("kernel ") + std::to_string(l.kernel) + " is " +
+                         kernelKindName(kind) + ", not ptx or cubin");
+    uint64_t threads = 1;
+    for (int d = 0; d < 3; ++d) {
+      if (l.grid[d] == 0 || l.block[d] == 0)
+        return fail(w, "grid and block need 3 positive dimensions");
+      threads *= l.block[d];
+    }
+    if (threads > 1024)
+      return fail(w, "block of " + std::to_string(threads) +
+                         " threads exceeds 1024");
+    for (size_t j = 0; j < l.args.size(); ++j)
+      if (l.args[j] >= entry.buffers.size())
+        return fail(w, "argument " + std::to_string(j) + " names buffer " +
+                           std::to_string(l.args[j]) + " of " +
+                           std::to_string(entry.buffers.size()));
+  }
+  return Status::ok();
+}
+
+Status validateKernelLibrary(const ArtifactSpec &a) {
+  if (a.target.name.empty() || a.target.name == "cpu")
+    return invalidArtifact("target: a kernel library needs a GPU target, got " +
+                           quoted(a.target.name));
+  for (size_t i = 0; i < a.kernels.size(); ++i) {
+    const KernelImage &k = a.kernels[i];
+    std::string where = "kernel " + std::to_string(i) + " " + quoted(k.name);
+    if (k.kind != KernelKind::kPtx && k.kind != KernelKind::kCubin)
+      return fail(where, std::string("kind ") + kernelKindName(k.kind) +
+                             " in a GPU kernel library");
+    if (k.image.empty())
+      return fail(where, "empty image");
+  }
+  std::set<std::string> entryNames;
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    KIMI_RETURN_IF_ERROR(validateGpuEntry(a.entries[i], i, a));
+    if (!entryNames.insert(a.entries[i].name).second)
+      return invalidArtifact("entry " + std::to_string(i) + " " +
+                             quoted(a.entries[i].name) + ": duplicate entry name");
+  }
+  if (!a.weights.empty())
+    return invalidArtifact("a GPU kernel library carries no weights");
+  return Status::ok();
+}
+
 Status validateArtifact(const ArtifactSpec &a) {
   if (a.formatVersion != kArtifactFormatVersion)
     return invalidArtifact("unsupported format_version " +
                            std::to_string(a.formatVersion) +
                            " (this runtime reads version " +
                            std::to_string(kArtifactFormatVersion) + ")");
+  if (a.isKernelLibrary())
+    return validateKernelLibrary(a);
   const ModelInfo &m = a.model;
   if (m.vocabSize <= 0 || m.vocabSize > INT32_MAX)
     return invalidArtifact("model: vocab_size " + std::to_string(m.vocabSize) +

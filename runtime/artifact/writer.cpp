@@ -57,7 +57,34 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
     auto symbol = b.CreateString(e.symbol);
     auto inputs = writeSpecs(b, e.inputs);
     auto outputs = writeSpecs(b, e.outputs);
-    entries.push_back(fb::CreateEntry(b, name, symbol, e.kernel, inputs, outputs));
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+    for (const BufferSpec &bs : e.buffers) {
+      auto bname = b.CreateString(bs.name);
+      auto shape = b.CreateVector(bs.shape);
+      flatbuffers::Offset<flatbuffers::Vector<uint8_t>> data;
+      if (!bs.data.empty())
+        data = b.CreateVector(bs.data);
+      buffers.push_back(fb::CreateBuffer(b, bname, static_cast<fb::BufferKind>(bs.kind),
+                                         static_cast<fb::DType>(bs.dtype), shape,
+                                         data));
+    }
+    std::vector<flatbuffers::Offset<fb::Launch>> launches;
+    for (const LaunchSpec &l : e.launches) {
+      auto fn = b.CreateString(l.function);
+      auto grid = b.CreateVector(l.grid.data(), 3);
+      auto block = b.CreateVector(l.block.data(), 3);
+      auto args = b.CreateVector(l.args);
+      launches.push_back(
+          fb::CreateLaunch(b, l.kernel, fn, grid, block, l.sharedBytes, args));
+    }
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Buffer>>> buffersVec;
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Launch>>> launchesVec;
+    if (!buffers.empty())
+      buffersVec = b.CreateVector(buffers);
+    if (!launches.empty())
+      launchesVec = b.CreateVector(launches);
+    entries.push_back(fb::CreateEntry(b, name, symbol, e.kernel, inputs, outputs,
+                                      buffersVec, launchesVec));
   }
   auto entriesVec = b.CreateVector(entries);
 

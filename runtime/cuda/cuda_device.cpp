@@ -176,6 +176,17 @@ Status DeviceBuffer::download(void *dst, size_t bytes, size_t offset,
   return Status::ok();
 }
 
+Status DeviceBuffer::copyFrom(const DeviceBuffer &src, size_t bytes,
+                              const CudaStream *stream) {
+  KIMI_RETURN_IF_ERROR(checkRange("copyFrom (destination)", bytes, 0));
+  KIMI_RETURN_IF_ERROR(src.checkRange("copyFrom (source)", bytes, 0));
+  if (bytes == 0)
+    return Status::ok();
+  KIMI_CU(*device_, cuMemcpyDtoDAsync, address_, src.address_, bytes,
+          stream ? stream->handle() : nullptr);
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // CudaStream, CudaEvent
 //===----------------------------------------------------------------------===//

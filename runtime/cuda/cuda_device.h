@@ -91,6 +91,10 @@ public:
   /// Copies `bytes` at offset `offset` to host `dst`; as `upload`.
   Status download(void *dst, size_t bytes, size_t offset = 0,
                   const CudaStream *stream = nullptr) const;
+  /// Copies `bytes` from `src` (device to device), ordered on `stream`
+  /// (nullptr: the default stream).
+  Status copyFrom(const DeviceBuffer &src, size_t bytes,
+                  const CudaStream *stream = nullptr);
   /// Frees now; the error of cuMemFree, if any.
   Status release();
 

@@ -62,6 +62,10 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
   X(cuMemcpyDtoHAsync,                                                         \
     cuda::CUresult (*)(void *, cuda::CUdeviceptr, size_t, cuda::CUstream),     \
     "cuMemcpyDtoHAsync_v2")                                                    \
+  X(cuMemcpyDtoDAsync,                                                         \
+    cuda::CUresult (*)(cuda::CUdeviceptr, cuda::CUdeviceptr, size_t,           \
+                       cuda::CUstream),                                        \
+    "cuMemcpyDtoDAsync_v2")                                                    \
   X(cuModuleLoadDataEx,                                                        \
     cuda::CUresult (*)(cuda::CUmodule *, const void *, unsigned,               \
                        cuda::CUjit_option *, void **),                         \

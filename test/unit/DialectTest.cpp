@@ -71,7 +71,7 @@ TEST_F(KimiDialectTest, BuildVerifyPrintReparseKdaCore) {
   auto decay =
       kimi::DecayAttr::get(&ctx, -5.0, 16, kimi::DiagStrategy::dense);
   auto kda = kimi::KdaOp::create(b, loc, act, state, args[0], args[1], args[2],
-                                 g, args[4], args[5],
+                                 g, args[4], args[5], /*cu_seqlens=*/Value(),
                                  b.getF64FloatAttr(0.125), decay);
   func::ReturnOp::create(b, loc, kda.getResults());
 

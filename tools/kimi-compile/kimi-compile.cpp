@@ -14,6 +14,7 @@
 #include "passes/Passes.h"
 #include "lowering/ToCPU/CpuCodegen.h"
 #include "lowering/ToProgram/CpuArtifact.h"
+#include "GpuKernelLibrary.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -31,13 +32,14 @@ namespace cl = llvm::cl;
 using namespace kimi;
 
 namespace {
-enum class Emit { Artifact, Kimi, SharedObject, LLVMIR };
+enum class Emit { Artifact, Kimi, SharedObject, LLVMIR, Gpu, Ptx };
 enum class Target { Cpu, Sm90a };
 
 cl::OptionCategory category("kimi-compile options");
 
 cl::opt<std::string> configPath(cl::Positional, cl::Required,
-                                cl::desc("<config.json>"), cl::cat(category));
+                                cl::desc("<config.json | kernels.mlir>"),
+                                cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
@@ -45,7 +47,8 @@ cl::opt<Target> target(
     "target", cl::desc("Where the model runs"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu", "the host CPU (default)"),
                clEnumValN(Target::Sm90a, "sm_90a",
-                          "NVIDIA Hopper (not available yet)")),
+                          "NVIDIA Hopper: kernel libraries from .mlir "
+                          "input (models: not available yet)")),
     cl::cat(category));
 cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                    cl::init(Emit::Artifact),
@@ -59,7 +62,12 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                                          "the CPU shared object alone"),
                               clEnumValN(Emit::LLVMIR, "llvm",
                                          "the optimised LLVM IR of the CPU "
-                                         "code")),
+                                         "code"),
+                              clEnumValN(Emit::Gpu, "gpu",
+                                         "sm_90a: the generated gpu.module "
+                                         "of each entry"),
+                              clEnumValN(Emit::Ptx, "ptx",
+                                         "sm_90a: the PTX of each entry")),
                    cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the cost report (parameters, weight "
@@ -186,7 +194,7 @@ static int fail(const llvm::Twine &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&category, &planCategory});
+  cl::HideUnrelatedOptions({&category, &planCategory, &gpuLibraryCategory});
   kimi::registerKimiLoweringPasses();
   kimi::registerKimiPasses();
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
@@ -199,7 +207,20 @@ int main(int argc, char **argv) {
       "  kimi-compile config.json --target cpu -o model.kimi\n"
       "  kimi-compile config.json --emit=kimi -o model.mlir\n"
       "  kimi-compile config.json --report --context 1048576\n"
-      "  kimi-compile config.json --report --grid 64 --batch 64\n");
+      "  kimi-compile config.json --report --grid 64 --batch 64\n"
+      "  kimi-compile kda.mlir --target sm_90a -o kda.kimi\n");
+
+  if (llvm::StringRef(configPath).ends_with(".mlir")) {
+    if (target != Target::Sm90a)
+      return fail(".mlir input compiles for --target sm_90a (kernel "
+                  "libraries); models come from a config.json");
+    if (emit != Emit::Artifact && emit != Emit::Gpu && emit != Emit::Ptx)
+      return fail("--emit for .mlir input is artifact, gpu or ptx");
+    return compileGpuLibraryFile(configPath, outputPath, frontPipeline,
+                                 emit == Emit::Gpu, emit == Emit::Ptx);
+  }
+  if (emit == Emit::Gpu || emit == Emit::Ptx)
+    return fail("--emit=gpu/ptx apply to .mlir kernel modules");
 
   ConfigReadOptions readOptions;
   readOptions.allowUnknownFields = allowUnknown;

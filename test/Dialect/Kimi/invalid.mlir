@@ -745,6 +745,30 @@ func.func @kda_beta_rank(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %
 
 // -----
 
+func.func @kda_varlen_batch(%q: tensor<2x8x4x64xbf16>, %k: tensor<2x8x4x64xbf16>, %v: tensor<2x8x4x32xbf16>, %g: tensor<2x8x4x64xf32>, %b: tensor<2x8x4xbf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{'kimi.kda' op with 'cu_seqlens' the batch dimension of 'q' must be 1 (sequences are packed along T), got 2}}
+  %o, %s = kimi.kda %q, %k, %v, %g, %b cu_seqlens %cu scale(0.125) : (tensor<2x8x4x64xbf16>, tensor<2x8x4x64xbf16>, tensor<2x8x4x32xbf16>, tensor<2x8x4x64xf32>, tensor<2x8x4xbf16>, tensor<3xi32>) -> (tensor<2x8x4x32xbf16>, tensor<2x4x64x32xf32>)
+  return
+}
+
+// -----
+
+func.func @kda_varlen_states(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x8x4xbf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{'kimi.kda' op 'final_state' dimension 0 (1) must equal the sequence count N = 2 of 'cu_seqlens'}}
+  %o, %s = kimi.kda %q, %k, %v, %g, %b cu_seqlens %cu scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>, tensor<3xi32>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
+  return
+}
+
+// -----
+
+func.func @kda_varlen_offsets(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x8x4xbf16>, %cu: tensor<1xi32>) {
+  // expected-error @+1 {{'kimi.kda' op 'cu_seqlens' must hold at least 2 offsets, got 1}}
+  %o, %s = kimi.kda %q, %k, %v, %g, %b cu_seqlens %cu scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>, tensor<1xi32>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
+  return
+}
+
+// -----
+
 func.func @kda_beta_tokens(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x4x4xbf16>) {
   // expected-error @+1 {{'kimi.kda' op [B, T, H] mismatch: dimension 1 of 'beta' is 4 but dimension 1 of 'q' is 8}}
   %o, %s = kimi.kda %q, %k, %v, %g, %b scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x4x4xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
@@ -793,10 +817,10 @@ func.func @kda_initial_state(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16
 
 // -----
 
-// ODS: the log decay is f32.
-func.func @kda_bf16_g(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xbf16>, %b: tensor<1x8x4xbf16>) {
-  // expected-error @+1 {{'kimi.kda' op operand #3 must be ranked tensor of 32-bit float values, but got 'tensor<1x8x4x64xbf16>'}}
-  %o, %s = kimi.kda %q, %k, %v, %g, %b scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
+// ODS: the log decay is a float tensor.
+func.func @kda_int_g(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xi32>, %b: tensor<1x8x4xbf16>) {
+  // expected-error @+1 {{'kimi.kda' op operand #3 must be ranked tensor of}}
+  %o, %s = kimi.kda %q, %k, %v, %g, %b scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xi32>, tensor<1x8x4xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
   return
 }
 

@@ -131,3 +131,14 @@ func.func @moe(%x: tensor<16x64xf32>, %wr: tensor<16x64xbf16>, %b: tensor<16xf32
   %nb2 = kimi.quantile_balance %m, %b top_k(4) : tensor<16x16xf32>, tensor<16xf32> -> tensor<16xf32>
   return
 }
+
+// -----
+
+// Variable-length sequences packed along T, bf16 log decay.
+// CHECK-LABEL: func.func @kda_varlen
+// CHECK: kimi.kda %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} initial_state %{{.*}} cu_seqlens %{{.*}} scale(1.250000e-01) : (tensor<1x40x4x64xbf16>, tensor<1x40x4x64xbf16>, tensor<1x40x4x32xbf16>, tensor<1x40x4x64xbf16>, tensor<1x40x4xbf16>, tensor<3x4x64x32xf32>, tensor<4xi32>) -> (tensor<1x40x4x32xbf16>, tensor<3x4x64x32xf32>)
+func.func @kda_varlen(%q: tensor<1x40x4x64xbf16>, %k: tensor<1x40x4x64xbf16>, %v: tensor<1x40x4x32xbf16>,
+                      %g: tensor<1x40x4x64xbf16>, %b: tensor<1x40x4xbf16>, %s0: tensor<3x4x64x32xf32>, %cu: tensor<4xi32>) {
+  %o, %s = kimi.kda %q, %k, %v, %g, %b initial_state %s0 cu_seqlens %cu scale(0.125) : (tensor<1x40x4x64xbf16>, tensor<1x40x4x64xbf16>, tensor<1x40x4x32xbf16>, tensor<1x40x4x64xbf16>, tensor<1x40x4xbf16>, tensor<3x4x64x32xf32>, tensor<4xi32>) -> (tensor<1x40x4x32xbf16>, tensor<3x4x64x32xf32>)
+  return
+}

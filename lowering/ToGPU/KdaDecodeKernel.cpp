@@ -1,0 +1,161 @@
+//===- KdaDecodeKernel.cpp - one KDA token per sequence, state in place ----===//
+//
+// Decode is memory bound: each (sequence, head) reads and writes its f32
+// state (dk x dv) once and everything else is tiny. One block of four warps
+// per (sequence, head); warp w owns state rows [w dk/4, (w+1) dk/4), lane l
+// owns dv/32 consecutive columns, so every state row is one coalesced
+// 16-byte-per-lane access and all of a thread's rows are loaded before the
+// first use (dk/4 independent loads in flight). Per column c:
+//
+//   Sd     = Diag(exp(g)) S
+//   u_c    = beta (v_c - sum_i k_i Sd_ic)      (partial sums per warp,
+//   S_ic   = Sd_ic + k_i u_c                    reduced through shared memory)
+//   o_c    = scale sum_i q_i S_ic
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/ToGPU/KdaKernelSupport.h"
+#include "lowering/ToGPU/KdaKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace kimi::gpu {
+
+LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &s, std::string &why) {
+  if (s.batch <= 0 || s.heads <= 0) {
+    why = "batch and heads must be positive";
+    return failure();
+  }
+  if (s.dk % 4 != 0 || s.dk < 4 || s.dk > 256) {
+    why = "dk = " + std::to_string(s.dk) +
+          ": the decode kernel needs a multiple of 4 up to 256";
+    return failure();
+  }
+  if (s.dv % 32 != 0 || s.dv > 256) {
+    why = "dv = " + std::to_string(s.dv) +
+          ": the decode kernel needs a multiple of 32 up to 256";
+    return failure();
+  }
+  if (!s.actType || !(s.actType.isBF16() || s.actType.isF16() || s.actType.isF32())) {
+    why = "q/k/v/beta/o must be bf16, f16 or f32";
+    return failure();
+  }
+  if (!s.gateType || !(s.gateType.isBF16() || s.gateType.isF32())) {
+    why = "g must be bf16 or f32";
+    return failure();
+  }
+  return success();
+}
+
+mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
+                                         mlir::gpu::GPUModuleOp module,
+                                         const KdaDecodeShape &s) {
+  OpBuilder::InsertionGuard guard(b);
+  const int64_t BH = s.batch * s.heads, DK = s.dk, DV = s.dv;
+  constexpr int64_t kWarps = 4, kThreads = 32 * kWarps;
+  const int64_t rows = DK / kWarps, cpl = DV / 32;
+  Type f32 = b.getF32Type();
+  SmallVector<Type> args = {
+      flatMemRef(s.actType, BH * DK), flatMemRef(s.actType, BH * DK),
+      flatMemRef(s.actType, BH * DV), flatMemRef(s.gateType, BH * DK),
+      flatMemRef(s.actType, BH),      flatMemRef(f32, BH * DK * DV),
+      flatMemRef(s.actType, BH * DV)};
+  const bool fused = s.gate.form != KdaGateFusion::Form::None;
+  if (fused) {
+    args.push_back(flatMemRef(f32, s.heads));
+    args.push_back(flatMemRef(f32, s.heads * DK));
+  }
+  GPUFuncOpAndEmitter k(b, loc, module, "kda_decode", args,
+                        {static_cast<int32_t>(kThreads), 1, 1});
+  KernelEmitter &e = k.e;
+  Block &body = k.func.getBody().front();
+  Value q = body.getArgument(0), kk = body.getArgument(1), v = body.getArgument(2);
+  Value g = body.getArgument(3), beta = body.getArgument(4);
+  Value state = body.getArgument(5), o = body.getArgument(6);
+
+  Value kS = e.sharedBuffer(module, "kda_decode_k", DK, f32);
+  Value aS = e.sharedBuffer(module, "kda_decode_a", DK, f32);
+  Value qS = e.sharedBuffer(module, "kda_decode_q", DK, f32);
+  Value red = e.sharedBuffer(module, "kda_decode_red", kWarps * DV, f32);
+
+  Value bh = e.blockId(mlir::gpu::Dimension::x);
+  Value tid = e.threadId();
+  Value lane = e.laneId();
+  Value warp = e.divu(tid, e.idx(32));
+  for (int64_t base = 0; base < DK; base += kThreads) {
+    Value i = e.add(tid, e.idx(base));
+    auto in = scf::IfOp::create(b, loc, e.ult(i, e.idx(DK)), false);
+    OpBuilder::InsertionGuard ig(b);
+    b.setInsertionPointToStart(&in.getThenRegion().front());
+    Value at = e.add(e.mul(bh, e.idx(DK)), i);
+    e.store(e.toF32(e.load(kk, at)), kS, i);
+    Value gv = e.toF32(e.load(g, at));
+    if (fused) {
+      Value h = e.remu(bh, e.idx(s.heads));
+      gv = emitGate(e, s.gate, gv, e.exp(e.load(body.getArgument(7), h)),
+                    e.load(body.getArgument(8), e.add(e.mul(h, DK), i)));
+    }
+    e.store(e.exp(gv), aS, i);
+    e.store(e.toF32(e.load(q, at)), qS, i);
+  }
+  e.barrier();
+
+  auto vecType = VectorType::get({cpl}, f32);
+  Value col = e.mul(lane, e.idx(cpl));
+  auto splat = [&](Value scalar) {
+    return vector::BroadcastOp::create(b, loc, vecType, scalar).getResult();
+  };
+  SmallVector<Value> sd(rows);
+  SmallVector<Value> rowIdx(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    rowIdx[r] = e.add(e.mul(warp, e.idx(rows)), e.idx(r));
+    Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
+    sd[r] = vector::LoadOp::create(b, loc, vecType, state, ValueRange{at});
+  }
+  Value part = splat(e.f32(0.0));
+  for (int64_t r = 0; r < rows; ++r) {
+    sd[r] = e.fmul(sd[r], splat(e.load(aS, rowIdx[r])));
+    part = e.fadd(part, e.fmul(sd[r], splat(e.load(kS, rowIdx[r]))));
+  }
+  // Sum of the four warps' partials, for this lane's columns.
+  auto reduce = [&](Value partial) {
+    vector::StoreOp::create(b, loc, partial, red,
+                            ValueRange{e.add(e.mul(warp, e.idx(DV)), col)});
+    e.barrier();
+    Value sum = splat(e.f32(0.0));
+    for (int64_t w = 0; w < kWarps; ++w)
+      sum = e.fadd(sum, vector::LoadOp::create(b, loc, vecType, red,
+                                               ValueRange{e.add(e.idx(w * DV), col)}));
+    return sum;
+  };
+  Value kv = reduce(part);
+  Value betaV = e.toF32(e.load(beta, bh));
+  SmallVector<Value> vv;
+  for (int64_t c = 0; c < cpl; ++c)
+    vv.push_back(e.toF32(e.load(v, e.add(e.mul(bh, e.idx(DV)), e.add(col, e.idx(c))))));
+  Value vVec = vector::FromElementsOp::create(b, loc, vecType, vv);
+  Value u = e.fmul(splat(betaV), e.fsub(vVec, kv));
+  Value opart = splat(e.f32(0.0));
+  for (int64_t r = 0; r < rows; ++r) {
+    Value sn = e.fadd(sd[r], e.fmul(splat(e.load(kS, rowIdx[r])), u));
+    Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
+    vector::StoreOp::create(b, loc, sn, state, ValueRange{at});
+    opart = e.fadd(opart, e.fmul(sn, splat(e.load(qS, rowIdx[r]))));
+  }
+  e.barrier(); // every warp has read `red` before it is reused
+  Value ov = e.fmul(reduce(opart), splat(e.f32(s.scale)));
+  auto first = scf::IfOp::create(b, loc, e.eq(warp, e.idx(0)), false);
+  b.setInsertionPointToStart(&first.getThenRegion().front());
+  for (int64_t c = 0; c < cpl; ++c) {
+    Value x = vector::ExtractOp::create(b, loc, ov, ArrayRef<int64_t>{c});
+    e.store(e.fromF32(x, s.actType), o,
+            e.add(e.mul(bh, e.idx(DV)), e.add(col, e.idx(c))));
+  }
+  return k.func;
+}
+
+} // namespace kimi::gpu

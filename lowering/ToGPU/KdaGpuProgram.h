@@ -1,0 +1,60 @@
+//===- KdaGpuProgram.h - a kimi.kda op as a GPU entry ------------*- C++ -*-===//
+//
+// Turns one chunked `kimi.kda` op (static shapes, `#kimi.decay` from
+// `kimi-chunk-kda`) into a GPU entry: a `gpu.module` of generated kernels,
+// the entry's buffers and its launch sequence (docs/lowering/gpu-kda.md).
+//
+//   T > 1 (prefill):  kda_prep, then kda_recur, or with a sequence split
+//                     kda_prep, kda_summarize, kda_fold, kda_recur
+//   T == 1 (decode):  kda_decode, the state updated in place
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOGPU_KDAGPUPROGRAM_H
+#define KIMI_LOWERING_TOGPU_KDAGPUPROGRAM_H
+
+#include "dialects/Kimi/KimiOps.h"
+#include "runtime/artifact/types.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+#include <vector>
+
+namespace kimi::gpu {
+
+/// What the launch planning assumes of the device.
+struct GpuDeviceModel {
+  int smCount = 132;    // H200
+  int blocksPerSm = 1;  // of the recurrence kernel (registers bound it)
+};
+
+/// A planned GPU entry; `launches[i].kernel` is left 0 (the artifact writer
+/// sets the image index).
+struct GpuEntryPlan {
+  std::string name;
+  mlir::OwningOpRef<mlir::ModuleOp> kernels; // one gpu.module
+  std::vector<rt::BufferSpec> buffers;
+  std::vector<rt::LaunchSpec> launches;
+  std::string summary; // one line: strategy, segments, grid sizes
+};
+
+struct KdaPlanOptions {
+  GpuDeviceModel device;
+  /// Sequence split P; 0 picks it from the cost model.
+  int64_t segments = 0;
+};
+
+/// The segment count that minimises the modelled recurrence time for
+/// `sequences * heads` recurrences of `chunks` chunks each.
+int64_t chooseKdaSegments(int64_t sequences, int64_t heads, int64_t chunks,
+                          const GpuDeviceModel &device);
+
+/// Plans `op` as entry `name`. Errors name the op and the field at fault.
+llvm::FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, llvm::StringRef name,
+                                           const KdaPlanOptions &options);
+
+} // namespace kimi::gpu
+
+#endif

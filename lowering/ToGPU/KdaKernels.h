@@ -1,0 +1,119 @@
+//===- KdaKernels.h - generated sm_80+/sm_90a kernels for kimi.kda -*- C++ -*-===//
+//
+// Kernel generators for Kimi Delta Attention (shared/reference/kimi-k3.md §2),
+// specialised on shapes, dtypes and the decay facts `kimi-chunk-kda` proved.
+// docs/lowering/gpu-kda.md describes the algorithm, the buffers and the
+// launch sequence; this header is the contract between the generators and
+// the program builder (KdaGpuProgram.cpp) that launches them.
+//
+// Layouts (row-major, tokens of all sequences packed, `cu_seqlens` i32
+// [N + 1] gives sequence starts):
+//   q, k, g : [T, H, dk]   v, o : [T, H, dv]   beta : [T, H]
+//   h0, ht  : [N, H, dk, dv] f32
+// Per chunk slot c (a 16-token chunk of one sequence, `slots() = T/16 + N`
+// bounds the chunks of any split of T into N sequences) and head h, the
+// token-parallel kernel writes
+//   Qg, Kg, Kd : [slots, H, 16, dk] bf16    Aqk, TmB : [slots, H, 16, 16] bf16
+//   gl         : [slots, H, dk] f32
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOGPU_KDAKERNELS_H
+#define KIMI_LOWERING_TOGPU_KDAKERNELS_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <cstdint>
+
+namespace kimi::gpu {
+
+inline constexpr int64_t kKdaChunk = 16;
+
+/// A `kimi.kda_gate` fused into the kernels that read g: the kernels then
+/// take the gate input z (in g's place, same layout) plus a_log [H] and
+/// dt_bias [H, dk] (f32) and form g per element.
+struct KdaGateFusion {
+  enum class Form { None, LowerBound, Softplus } form = Form::None;
+  double lower = 0.0; // LowerBound: L < 0
+};
+
+/// What the generated prefill kernels are specialised on.
+struct KdaPrefillShape {
+  int64_t tokens = 0;    // T, all sequences packed
+  int64_t sequences = 1; // N
+  int64_t heads = 0;     // H
+  int64_t dk = 128, dv = 128;
+  mlir::Type actType;  // q, k, v, beta, o (bf16, f16 or f32)
+  mlir::Type gateType; // g (bf16 or f32)
+  double scale = 1.0;
+  /// Dense diagonal tiles (the decay bound proved exp(-G) finite) or the
+  /// pairwise log-space form.
+  bool denseDiagonal = true;
+  /// Segments P each sequence's recurrence is split into (>= 1).
+  int64_t segments = 1;
+  bool hasInitialState = true;
+  KdaGateFusion gate;
+
+  int64_t slots() const { return tokens / kKdaChunk + sequences; }
+};
+
+/// Checks what the generators support; the message names the field at fault.
+llvm::LogicalResult verifyKdaPrefillShape(const KdaPrefillShape &shape,
+                                          std::string &why);
+
+/// `kda_prep`: grid (slots, H), block dk threads. Gate cumsum, rescaled
+/// operands, Akk/Aqk (tensor cores when dense), the unit-lower-triangular
+/// inverse, per chunk.
+/// Args: q, k, g, beta, cu_seqlens, [a_log, dt_bias when the gate is
+/// fused; g is then z], Qg, Kg, Kd, Aqk, TmB, gl.
+mlir::gpu::GPUFuncOp emitKdaPrepKernel(mlir::OpBuilder &b, mlir::Location loc,
+                                       mlir::gpu::GPUModuleOp module,
+                                       const KdaPrefillShape &shape);
+
+/// `kda_recur`: grid (H, N, P), block 2 * dv threads (one warp per 16 value
+/// columns). The recurrence over chunks on tensor cores, state in registers.
+/// Args: v, cu_seqlens, Qg, Kg, Kd, Aqk, TmB, gl, init, o, ht.
+/// `init` is h0 [N, H, dk, dv] when P == 1, else the folded segment inputs
+/// [N, H, P, dk, dv]; ht gets the final state of the last segment.
+mlir::gpu::GPUFuncOp emitKdaRecurrenceKernel(mlir::OpBuilder &b,
+                                             mlir::Location loc,
+                                             mlir::gpu::GPUModuleOp module,
+                                             const KdaPrefillShape &shape);
+
+/// `kda_summarize` (P > 1): grid (H, N, 2 (P - 1)). For segment p < P - 1,
+/// z = p computes the segment's transition M_p [dk, dk] (state I, no values)
+/// and z = P - 1 + p its zero-state contribution E_p [dk, dv].
+/// Args: v, cu_seqlens, Kg, Kd, TmB, gl, M [N, H, P-1, dk, dk],
+/// E [N, H, P-1, dk, dv].
+mlir::gpu::GPUFuncOp emitKdaSummarizeKernel(mlir::OpBuilder &b,
+                                            mlir::Location loc,
+                                            mlir::gpu::GPUModuleOp module,
+                                            const KdaPrefillShape &shape);
+
+/// `kda_fold` (P > 1): grid (H, N), block 256. S_0 = h0 (or 0),
+/// S_{p+1} = M_p S_p + E_p in f32. Args: h0, M, E, Sin [N, H, P, dk, dv].
+mlir::gpu::GPUFuncOp emitKdaFoldKernel(mlir::OpBuilder &b, mlir::Location loc,
+                                       mlir::gpu::GPUModuleOp module,
+                                       const KdaPrefillShape &shape);
+
+/// What the decode kernel is specialised on.
+struct KdaDecodeShape {
+  int64_t batch = 1, heads = 0, dk = 128, dv = 128;
+  mlir::Type actType, gateType;
+  double scale = 1.0;
+  KdaGateFusion gate;
+};
+llvm::LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &shape,
+                                         std::string &why);
+
+/// `kda_decode`: grid (B * H), block 128. One token per sequence, the f32
+/// state [B, H, dk, dv] updated in place. Args: q, k, v, g, beta, state, o
+/// [, a_log, dt_bias when the gate is fused; g is then z].
+mlir::gpu::GPUFuncOp emitKdaDecodeKernel(mlir::OpBuilder &b, mlir::Location loc,
+                                         mlir::gpu::GPUModuleOp module,
+                                         const KdaDecodeShape &shape);
+
+} // namespace kimi::gpu
+
+#endif

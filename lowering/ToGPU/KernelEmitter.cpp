@@ -1,0 +1,210 @@
+//===- KernelEmitter.cpp - building gpu.func bodies from C++ ---------------===//
+
+#include "lowering/ToGPU/KernelEmitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace kimi::gpu {
+
+Value KernelEmitter::idx(int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value KernelEmitter::i32(int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+Value KernelEmitter::f32(double v) {
+  return arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
+                                        APFloat(static_cast<float>(v)));
+}
+Value KernelEmitter::constLike(Value like, int64_t v) {
+  if (like.getType().isIndex())
+    return idx(v);
+  return arith::ConstantIntOp::create(b, loc, like.getType(), v);
+}
+
+Value KernelEmitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
+Value KernelEmitter::sub(Value a, Value c) { return arith::SubIOp::create(b, loc, a, c); }
+Value KernelEmitter::mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
+Value KernelEmitter::divu(Value a, Value c) { return arith::DivUIOp::create(b, loc, a, c); }
+Value KernelEmitter::remu(Value a, Value c) { return arith::RemUIOp::create(b, loc, a, c); }
+Value KernelEmitter::minu(Value a, Value c) { return arith::MinUIOp::create(b, loc, a, c); }
+Value KernelEmitter::maxs(Value a, Value c) { return arith::MaxSIOp::create(b, loc, a, c); }
+Value KernelEmitter::ult(Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c);
+}
+Value KernelEmitter::ule(Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, a, c);
+}
+Value KernelEmitter::eq(Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, a, c);
+}
+Value KernelEmitter::andI(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
+Value KernelEmitter::select(Value cond, Value t, Value f) {
+  return arith::SelectOp::create(b, loc, cond, t, f);
+}
+Value KernelEmitter::toI32(Value index) {
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+}
+Value KernelEmitter::toIndex(Value integer) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), integer);
+}
+
+Value KernelEmitter::fadd(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
+Value KernelEmitter::fsub(Value a, Value c) { return arith::SubFOp::create(b, loc, a, c); }
+Value KernelEmitter::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
+Value KernelEmitter::fneg(Value a) { return arith::NegFOp::create(b, loc, a); }
+Value KernelEmitter::exp(Value a) { return math::ExpOp::create(b, loc, a); }
+Value KernelEmitter::log1p(Value a) { return math::Log1pOp::create(b, loc, a); }
+Value KernelEmitter::fmax(Value a, Value c) {
+  return arith::MaximumFOp::create(b, loc, a, c);
+}
+Value KernelEmitter::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
+Value KernelEmitter::fdiv(Value a, Value c) { return arith::DivFOp::create(b, loc, a, c); }
+Value KernelEmitter::toF32(Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+Value KernelEmitter::fromF32(Value v, Type type) {
+  if (type.isF32())
+    return v;
+  return arith::TruncFOp::create(b, loc, type, v);
+}
+
+Value KernelEmitter::threadId() {
+  return mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+}
+Value KernelEmitter::blockId(mlir::gpu::Dimension dim) {
+  return mlir::gpu::BlockIdOp::create(b, loc, dim);
+}
+Value KernelEmitter::laneId() { return mlir::gpu::LaneIdOp::create(b, loc, nullptr); }
+
+Value KernelEmitter::sharedBuffer(mlir::gpu::GPUModuleOp module, StringRef name,
+                                  int64_t elements, Type type) {
+  auto memrefType = MemRefType::get(
+      {elements}, type, MemRefLayoutAttrInterface{},
+      mlir::gpu::AddressSpaceAttr::get(b.getContext(),
+                                       mlir::gpu::AddressSpace::Workgroup));
+  if (!module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(module.getBody());
+    auto global = memref::GlobalOp::create(
+        b, loc, name, b.getStringAttr("private"), memrefType, Attribute{},
+        /*constant=*/false, b.getI64IntegerAttr(16));
+    (void)global;
+  }
+  return memref::GetGlobalOp::create(b, loc, memrefType, name);
+}
+
+Value KernelEmitter::sharedPtr(Value memref, Value elementOffset, Type type) {
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  Value asInt = arith::IndexCastOp::create(b, loc, b.getI64Type(), base);
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  Value ptr = LLVM::IntToPtrOp::create(b, loc, ptrType, asInt);
+  return LLVM::GEPOp::create(b, loc, ptrType, type, ptr,
+                             ValueRange{elementOffset});
+}
+
+Value KernelEmitter::load(Value memref, Value index) {
+  return memref::LoadOp::create(b, loc, memref, ValueRange{index});
+}
+void KernelEmitter::store(Value value, Value memref, Value index) {
+  memref::StoreOp::create(b, loc, value, memref, ValueRange{index});
+}
+
+SmallVector<Value, 4> KernelEmitter::ldmatrix(Value ptr, int num, bool transpose) {
+  MLIRContext *ctx = b.getContext();
+  Type i32Type = b.getI32Type();
+  Type resultType = i32Type;
+  if (num > 1)
+    resultType = LLVM::LLVMStructType::getLiteral(
+        ctx, SmallVector<Type>(num, i32Type));
+  auto layout = NVVM::MMALayoutAttr::get(
+      ctx, transpose ? NVVM::MMALayout::col : NVVM::MMALayout::row);
+  auto shape = NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8);
+  auto elt = NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16);
+  Value res = NVVM::LdMatrixOp::create(b, loc, resultType, ptr,
+                                       b.getI32IntegerAttr(num), layout,
+                                       shape, elt);
+  SmallVector<Value, 4> regs;
+  if (num == 1) {
+    regs.push_back(res);
+    return regs;
+  }
+  for (int i = 0; i < num; ++i)
+    regs.push_back(LLVM::ExtractValueOp::create(b, loc, res, i));
+  return regs;
+}
+
+Acc KernelEmitter::mma(const FragA &a, const FragB &bFrag, const Acc &c) {
+  MLIRContext *ctx = b.getContext();
+  Type f32Type = b.getF32Type();
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, f32Type));
+  std::array<int64_t, 3> shape = {16, 8, 16};
+  std::array<NVVM::MMATypes, 2> types = {NVVM::MMATypes::bf16,
+                                         NVVM::MMATypes::bf16};
+  std::array<NVVM::MMALayout, 2> layouts = {NVVM::MMALayout::row,
+                                            NVVM::MMALayout::col};
+  Value res = NVVM::MmaOp::create(
+      b, loc, resultType, ValueRange(a), ValueRange(bFrag), ValueRange(c),
+      shape, std::nullopt, std::nullopt, types, layouts);
+  Acc out;
+  for (int i = 0; i < 4; ++i)
+    out[i] = LLVM::ExtractValueOp::create(b, loc, res, i);
+  return out;
+}
+
+Value KernelEmitter::packBf16(Value lo, Value hi) {
+  Type bf16 = b.getBF16Type();
+  auto vecType = VectorType::get({2}, bf16);
+  Value l = arith::TruncFOp::create(b, loc, bf16, lo);
+  Value h = arith::TruncFOp::create(b, loc, bf16, hi);
+  Value v = vector::BroadcastOp::create(b, loc, vecType, l);
+  v = vector::InsertOp::create(b, loc, h, v, ArrayRef<int64_t>{1});
+  Value asInt = vector::BitCastOp::create(
+      b, loc, VectorType::get({1}, b.getI32Type()), v);
+  return vector::ExtractOp::create(b, loc, asInt, ArrayRef<int64_t>{0});
+}
+
+FragA KernelEmitter::accToFragA(const Acc &left, const Acc &right) {
+  return {packBf16(left[0], left[1]), packBf16(left[2], left[3]),
+          packBf16(right[0], right[1]), packBf16(right[2], right[3])};
+}
+
+Acc KernelEmitter::zeroAcc() {
+  Value z = f32(0.0);
+  return {z, z, z, z};
+}
+
+void KernelEmitter::barrier() { mlir::gpu::BarrierOp::create(b, loc); }
+
+mlir::gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
+                                  mlir::gpu::GPUModuleOp module, StringRef name,
+                                  ArrayRef<Type> argTypes,
+                                  std::array<int32_t, 3> blockSize) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = mlir::gpu::GPUFuncOp::create(
+      b, loc, name, b.getFunctionType(argTypes, {}));
+  func->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(blockSize));
+  Block &entry = func.getBody().front();
+  OpBuilder::InsertionGuard inner(b);
+  b.setInsertionPointToEnd(&entry);
+  mlir::gpu::ReturnOp::create(b, loc);
+  return func;
+}
+
+MemRefType flatMemRef(Type type, int64_t elements) {
+  return MemRefType::get({elements}, type);
+}
+
+} // namespace kimi::gpu

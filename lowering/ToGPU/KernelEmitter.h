@@ -1,0 +1,135 @@
+//===- KernelEmitter.h - building gpu.func bodies from C++ -------*- C++ -*-===//
+//
+// A thin layer over OpBuilder for the kernel generators: index arithmetic,
+// thread coordinates, shared-memory buffers, and the warp-level tensor-core
+// primitives of sm_80+ (`ldmatrix`, `mma.sync m16n8k16` on bf16) expressed
+// with the upstream `nvvm` ops. Everything the generators emit is upstream
+// MLIR (gpu, memref, vector, scf, arith, math, nvgpu, nvvm); the emitter only
+// saves them from spelling out the same few op sequences many times.
+//
+// Why nvvm and not nvgpu for the tensor-core ops: in MLIR 22
+// `nvgpu.mma.sync` rejects bf16 operands ("failed to deduce operand PTX
+// types"), and 2-D vector bitcasts of `nvgpu.ldmatrix` results do not lower.
+// `nvvm.ldmatrix` and `nvvm.mma.sync` take the fragments as packed i32 and
+// lower directly to `ldmatrix.sync.aligned` / `mma.sync.aligned ... bf16`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOGPU_KERNELEMITTER_H
+#define KIMI_LOWERING_TOGPU_KERNELEMITTER_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <array>
+#include <string>
+
+namespace kimi::gpu {
+
+/// The four f32 accumulators a lane holds of an m16n8 tile: [0], [1] are
+/// row `lane/4`, columns `2*(lane%4)` and `+1`; [2], [3] the same columns of
+/// row `lane/4 + 8`.
+using Acc = std::array<mlir::Value, 4>;
+/// An A operand (m16 x k16, bf16) as four packed i32 registers.
+using FragA = std::array<mlir::Value, 4>;
+/// A B operand (k16 x n8, bf16) as two packed i32 registers.
+using FragB = std::array<mlir::Value, 2>;
+
+class KernelEmitter {
+public:
+  KernelEmitter(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+
+  // Constants.
+  mlir::Value idx(int64_t v);
+  mlir::Value i32(int64_t v);
+  mlir::Value f32(double v);
+
+  // Index / integer arithmetic (operands of the same type).
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value sub(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value divu(mlir::Value a, mlir::Value c);
+  mlir::Value remu(mlir::Value a, mlir::Value c);
+  mlir::Value minu(mlir::Value a, mlir::Value c);
+  mlir::Value maxs(mlir::Value a, mlir::Value c);
+  mlir::Value add(mlir::Value a, int64_t c) { return add(a, constLike(a, c)); }
+  mlir::Value mul(mlir::Value a, int64_t c) { return mul(a, constLike(a, c)); }
+  mlir::Value ult(mlir::Value a, mlir::Value c);
+  mlir::Value ule(mlir::Value a, mlir::Value c);
+  mlir::Value eq(mlir::Value a, mlir::Value c);
+  mlir::Value andI(mlir::Value a, mlir::Value c);
+  mlir::Value select(mlir::Value cond, mlir::Value t, mlir::Value f);
+  mlir::Value toI32(mlir::Value index);
+  mlir::Value toIndex(mlir::Value integer);
+
+  // Float arithmetic (f32).
+  mlir::Value fadd(mlir::Value a, mlir::Value c);
+  mlir::Value fsub(mlir::Value a, mlir::Value c);
+  mlir::Value fmul(mlir::Value a, mlir::Value c);
+  mlir::Value fneg(mlir::Value a);
+  mlir::Value exp(mlir::Value a);
+  mlir::Value log1p(mlir::Value a);
+  mlir::Value fmax(mlir::Value a, mlir::Value c);
+  mlir::Value fabs(mlir::Value a);
+  mlir::Value fdiv(mlir::Value a, mlir::Value c);
+  /// Extends bf16/f16 to f32 (identity on f32).
+  mlir::Value toF32(mlir::Value v);
+  /// Truncates f32 to `type` (identity when it is f32).
+  mlir::Value fromF32(mlir::Value v, mlir::Type type);
+
+  // Thread coordinates (index typed).
+  mlir::Value threadId();
+  mlir::Value blockId(mlir::gpu::Dimension dim);
+  mlir::Value laneId();
+
+  /// A statically sized shared-memory (address space 3) buffer of
+  /// `elements` values of `type`, declared as a `memref.global` in
+  /// `module` and fetched with `memref.get_global`.
+  mlir::Value sharedBuffer(mlir::gpu::GPUModuleOp module, llvm::StringRef name,
+                           int64_t elements, mlir::Type type);
+  /// The `!llvm.ptr<3>` to element `elementOffset` (i32) of a shared
+  /// memref of element type `type`.
+  mlir::Value sharedPtr(mlir::Value memref, mlir::Value elementOffset,
+                        mlir::Type type);
+
+  mlir::Value load(mlir::Value memref, mlir::Value index);
+  void store(mlir::Value value, mlir::Value memref, mlir::Value index);
+
+  /// `ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16` from `ptr`
+  /// (this lane's row address); `num` i32 results.
+  llvm::SmallVector<mlir::Value, 4> ldmatrix(mlir::Value ptr, int num,
+                                             bool transpose);
+  /// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: c += a * b.
+  Acc mma(const FragA &a, const FragB &bFrag, const Acc &c);
+  /// Two f32 rounded to bf16 and packed into one i32 (`lo` in the low half).
+  mlir::Value packBf16(mlir::Value lo, mlir::Value hi);
+  /// The A fragment of a 16 x 16 block whose two 16 x 8 halves are the
+  /// accumulators `left` (columns 0-7) and `right` (columns 8-15): the
+  /// register-level reuse of an mma result as the next mma's A operand.
+  FragA accToFragA(const Acc &left, const Acc &right);
+  Acc zeroAcc();
+
+  /// `gpu.barrier`.
+  void barrier();
+
+private:
+  mlir::Value constLike(mlir::Value like, int64_t v);
+};
+
+/// Creates `gpu.func @name` (a kernel, with `known_block_size`) at the end
+/// of `module` and leaves `b` at the start of its body.
+mlir::gpu::GPUFuncOp createKernel(mlir::OpBuilder &b, mlir::Location loc,
+                                  mlir::gpu::GPUModuleOp module,
+                                  llvm::StringRef name,
+                                  llvm::ArrayRef<mlir::Type> argTypes,
+                                  std::array<int32_t, 3> blockSize);
+
+/// A flat memref<n x type> kernel argument type.
+mlir::MemRefType flatMemRef(mlir::Type type, int64_t elements);
+
+} // namespace kimi::gpu
+
+#endif

@@ -1,0 +1,243 @@
+//===- KdaGpuTest.cpp - generated KDA kernels vs the float64 reference ----===//
+//
+// The artifacts are compiled at build time from test/gpu/kda/*.mlir by
+// `kimi-compile --target sm_90a`. On a machine with an NVIDIA GPU each entry
+// runs through the runtime's GpuEntry on fresh random inputs (outputs
+// poisoned with NaN first) and its outputs and final states are compared
+// with the float64 recurrence of test/reference (relative L2 error, bf16
+// I/O bound 1e-2). Without a GPU those tests skip (KIMI_REQUIRE_GPU=1 makes
+// that a failure); the artifact checks run everywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "bench/kda/KdaInputs.h"
+#include "runtime/artifact/reader.h"
+#include "runtime/cuda/gpu_entry.h"
+#include "test/reference/ReferenceModel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+
+using namespace kimi;
+using namespace kimi::rt;
+
+namespace {
+
+enum class Gate { LowerBound, Softplus, Direct };
+
+struct KdaCase {
+  const char *entry;
+  Gate gate;
+  std::vector<int32_t> cuSeqlens; // varlen cases
+};
+
+const KdaCase kCases[] = {
+    {"prefill_dense", Gate::LowerBound, {}},
+    {"prefill_varlen", Gate::Softplus, {0, 37, 101, 191}},
+    {"prefill_split", Gate::LowerBound, {}},
+    {"prefill_nostate", Gate::Direct, {}},
+    {"decode", Gate::LowerBound, {}},
+};
+
+constexpr double kScale = 0.088388347648318;
+constexpr double kLowerBound = -5.0;
+
+std::string artifactPath(const std::string &entry) {
+  return std::string(KIMI_KDA_ARTIFACT_DIR) + "/" + entry + ".kimi";
+}
+
+bool gpuRequired() {
+  const char *v = std::getenv("KIMI_REQUIRE_GPU");
+  return v && std::string(v) == "1";
+}
+
+struct Gpu {
+  std::unique_ptr<CudaDevice> device;
+  std::string reason;
+};
+
+Gpu &gpu() {
+  static Gpu g = [] {
+    Gpu r;
+    auto count = CudaDevice::count();
+    if (!count.isOk() || *count == 0) {
+      r.reason = count.isOk() ? "no CUDA device" : count.status().message();
+      return r;
+    }
+    auto device = CudaDevice::open(0);
+    if (!device.isOk()) {
+      r.reason = device.status().message();
+      return r;
+    }
+    r.device = std::move(*device);
+    return r;
+  }();
+  if (g.device)
+    (void)g.device->makeCurrent();
+  return g;
+}
+
+double relErr(const std::vector<double> &got, const std::vector<double> &want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double d = got[i] - want[i];
+    num += d * d;
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+/// The float64 reference of an entry: o and final states.
+void reference(const KdaCase &c, std::map<std::string, bench::HostTensor> &in,
+               std::vector<double> &o, std::vector<double> &states) {
+  const auto &qs = in.at("q").spec.shape;
+  const int64_t B = qs[0], T = qs[1], H = qs[2], DK = qs[3];
+  const int64_t DV = in.at("v").spec.shape[3];
+  std::vector<int64_t> starts;
+  if (!c.cuSeqlens.empty())
+    starts.assign(c.cuSeqlens.begin(), c.cuSeqlens.end());
+  else
+    for (int64_t b = 0; b <= B; ++b)
+      starts.push_back(b * T);
+  const int64_t N = static_cast<int64_t>(starts.size()) - 1;
+  const bool decode = in.count("state") != 0;
+  const std::vector<double> *init = nullptr;
+  if (in.count("initial_state"))
+    init = &in.at("initial_state").values;
+  if (decode)
+    init = &in.at("state").values;
+  o.assign(static_cast<size_t>(B * T * H * DV), 0.0);
+  states.assign(static_cast<size_t>(N * H * DK * DV), 0.0);
+  const auto &q = in.at("q").values, &k = in.at("k").values, &v = in.at("v").values;
+  const auto &beta = in.at("beta").values;
+  for (int64_t s = 0; s < N; ++s)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t t0 = starts[s], n = starts[s + 1] - starts[s];
+      std::vector<double> qq(n * DK), kk(n * DK), gg(n * DK), vv(n * DV), bb(n);
+      for (int64_t t = 0; t < n; ++t) {
+        int64_t tok = t0 + t;
+        bb[t] = beta[tok * H + h];
+        for (int64_t d = 0; d < DK; ++d) {
+          size_t at = static_cast<size_t>((tok * H + h) * DK + d);
+          qq[t * DK + d] = q[at];
+          kk[t * DK + d] = k[at];
+          if (c.gate == Gate::Direct)
+            gg[t * DK + d] = in.at("g").values[at];
+          else
+            gg[t * DK + d] = reference::ops::kdaGate(
+                in.at("z").values[at], in.at("a_log").values[h],
+                in.at("dt_bias").values[h * DK + d],
+                c.gate == Gate::LowerBound ? std::optional<double>(kLowerBound)
+                                           : std::nullopt);
+        }
+        for (int64_t d = 0; d < DV; ++d)
+          vv[t * DV + d] = v[(tok * H + h) * DV + d];
+      }
+      std::vector<double> S(DK * DV, 0.0);
+      size_t base = static_cast<size_t>((s * H + h) * DK * DV);
+      if (init)
+        std::copy(init->begin() + base, init->begin() + base + DK * DV, S.begin());
+      std::vector<double> out = reference::ops::kdaRecurrent(
+          qq.data(), kk.data(), vv.data(), gg.data(), bb.data(), n, DK, DV, kScale, S);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t d = 0; d < DV; ++d)
+          o[((t0 + t) * H + h) * DV + d] = out[t * DV + d];
+      std::copy(S.begin(), S.end(), states.begin() + base);
+    }
+}
+
+class KdaGpu : public ::testing::TestWithParam<KdaCase> {};
+
+TEST_P(KdaGpu, ArtifactIsAValidKernelLibrary) {
+  const KdaCase &c = GetParam();
+  auto spec = ArtifactReader::readFile(artifactPath(c.entry));
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  EXPECT_TRUE(spec->isKernelLibrary());
+  EXPECT_EQ(spec->target.name, "sm_90a");
+  const EntrySpec *e = spec->findEntry(c.entry);
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->isGpuEntry());
+  bool ptx = false;
+  for (const KernelImage &k : spec->kernels)
+    if (k.kind == KernelKind::kPtx) {
+      std::string text(k.image.begin(), k.image.end());
+      ptx = true;
+      EXPECT_NE(text.find(".target sm_90a"), std::string::npos);
+      if (std::string(c.entry) != "decode")
+        EXPECT_NE(text.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+                  std::string::npos);
+    }
+  EXPECT_TRUE(ptx);
+}
+
+TEST_P(KdaGpu, MatchesFloat64Reference) {
+  const KdaCase &c = GetParam();
+  Gpu &g = gpu();
+  if (!g.device) {
+    if (gpuRequired())
+      FAIL() << "KIMI_REQUIRE_GPU=1 but: " << g.reason;
+    GTEST_SKIP() << g.reason;
+  }
+  auto spec = ArtifactReader::readFile(artifactPath(c.entry));
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto entry = GpuEntry::load(*g.device, *spec, c.entry);
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+  for (const std::string &src : (*entry)->moduleSources())
+    std::printf("[ module   ] %s\n", src.c_str());
+
+  uint64_t seed = std::random_device{}();
+  std::printf("[ seed     ] %llu\n", static_cast<unsigned long long>(seed));
+  bench::KdaInputOptions opts;
+  opts.seed = seed;
+  opts.cuSeqlens = c.cuSeqlens;
+  auto inputs = bench::makeKdaInputs((*entry)->spec(), opts);
+
+  std::map<std::string, DeviceBuffer> mem;
+  for (const BufferSpec &b : (*entry)->spec().buffers) {
+    if (b.kind == BufferKind::kTemporary || b.kind == BufferKind::kConstant)
+      continue;
+    auto buf = DeviceBuffer::allocate(*g.device, b.bytes());
+    ASSERT_TRUE(buf.isOk()) << buf.status().message();
+    if (inputs.count(b.name)) {
+      ASSERT_TRUE(buf->upload(inputs[b.name].bytes.data(), b.bytes()).isOk());
+    } else {
+      std::vector<uint8_t> poison(b.bytes(), 0xFF); // NaN in bf16 and f32
+      ASSERT_TRUE(buf->upload(poison.data(), poison.size()).isOk());
+    }
+    ASSERT_TRUE((*entry)->bind(b.name, *buf).isOk());
+    mem.emplace(b.name, std::move(*buf));
+  }
+  Status run = (*entry)->run();
+  ASSERT_TRUE(run.isOk()) << run.message();
+  ASSERT_TRUE(g.device->synchronize().isOk());
+
+  std::vector<double> wantO, wantS;
+  reference(c, inputs, wantO, wantS);
+  auto fetch = [&](const std::string &name) {
+    const BufferSpec &b = (*entry)->spec().buffers[(*entry)->spec().findBuffer(name)];
+    std::vector<uint8_t> bytes(b.bytes());
+    EXPECT_TRUE(mem.at(name).download(bytes.data(), bytes.size()).isOk());
+    return bench::decodeValues(b.dtype, bytes);
+  };
+  std::vector<double> gotO = fetch("out");
+  std::vector<double> gotS = fetch(inputs.count("state") ? "state" : "final_state");
+  for (double x : gotO)
+    ASSERT_TRUE(std::isfinite(x)) << "an output element was not written (or is not finite)";
+  for (double x : gotS)
+    ASSERT_TRUE(std::isfinite(x)) << "a final-state element was not written";
+  double eo = relErr(gotO, wantO), es = relErr(gotS, wantS);
+  std::printf("[ error    ] %s: out %.3e, final state %.3e\n", c.entry, eo, es);
+  EXPECT_LT(eo, 1e-2);
+  EXPECT_LT(es, 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Entries, KdaGpu, ::testing::ValuesIn(kCases),
+                         [](const auto &info) { return std::string(info.param.entry); });
+
+} // namespace

@@ -1,0 +1,17 @@
+//===- GpuKernelLibrary.h - kimi-compile on .mlir input for sm_90a -*- C++ -*-===//
+#ifndef KIMI_TOOLS_KIMI_COMPILE_GPUKERNELLIBRARY_H
+#define KIMI_TOOLS_KIMI_COMPILE_GPUKERNELLIBRARY_H
+
+#include "llvm/Support/CommandLine.h"
+#include <string>
+
+namespace kimi {
+extern llvm::cl::OptionCategory gpuLibraryCategory;
+/// kimi-compile's path for a .mlir module of kimi ops (today: functions of
+/// one kimi.kda). Returns the process exit code.
+int compileGpuLibraryFile(const std::string &input, const std::string &output,
+                          const std::string &frontPipeline, bool emitGpuIR,
+                          bool emitPtx);
+} // namespace kimi
+
+#endif
