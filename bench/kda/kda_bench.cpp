@@ -141,6 +141,24 @@ int main(int argc, char **argv) {
           return die(es.name + ": " + (s.isOk() ? t.status().message() : s.message()));
         ms.push_back(*t);
       }
+      // Each launch alone (it reads what the previous launches left).
+      std::string perLaunch;
+      for (size_t li = 0; li < es.launches.size(); ++li) {
+        std::vector<double> lms;
+        for (int r = 0; r < std::max(5, repeats / 5); ++r) {
+          (void)(*e0)->record();
+          s = (*entry)->runLaunches(li, 1);
+          (void)(*e1)->record();
+          auto t = CudaEvent::elapsedMs(**e0, **e1);
+          if (!s.isOk() || !t.isOk())
+            return die(es.name + ": launch timing failed");
+          lms.push_back(*t);
+        }
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%s\"%s\": %.4f", perLaunch.empty() ? "" : ", ",
+                      es.launches[li].function.c_str(), median(lms));
+        perLaunch += buf;
+      }
       double med = median(ms), mn = *std::min_element(ms.begin(), ms.end());
       double floorMs = bytes / (*rate * 1e9) * 1e3;
       std::string sources;
@@ -149,10 +167,10 @@ int main(int argc, char **argv) {
       std::printf("{\"entry\": \"%s\", \"launches\": %zu, \"repeats\": %d, "
                   "\"ms_median\": %.4f, \"ms_min\": %.4f, \"bytes\": %.0f, "
                   "\"gbps\": %.1f, \"floor_ms\": %.4f, \"pct_of_floor\": %.1f, "
-                  "\"module\": \"%s\"}\n",
+                  "\"module\": \"%s\", \"launch_ms\": {%s}}\n",
                   es.name.c_str(), es.launches.size(), repeats, med, mn, bytes,
                   bytes / (med * 1e-3) / 1e9, floorMs, 100.0 * floorMs / med,
-                  sources.c_str());
+                  sources.c_str(), perLaunch.c_str());
       std::fflush(stdout);
     }
   }

@@ -62,21 +62,36 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
+int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t dv,
+                            const GpuDeviceModel &device) {
+  // Measured on the H200 (docs/perf/kda.md): with about one (sequence, head)
+  // per SM the whole-state block is fastest; with fewer, 4 blocks of 2 warps
+  // per state hide the per-chunk latency best (8 re-read the chunk operands
+  // too often).
+  const int64_t recurrences = sequences * heads;
+  if (10 * recurrences >= 7 * int64_t(device.smCount))
+    return 1;
+  int64_t split = 1;
+  while (split < 4 && dv % (16 * split * 2) == 0 &&
+         recurrences * split < 2 * int64_t(device.smCount))
+    split *= 2;
+  return split;
+}
+
 int64_t chooseKdaSegments(int64_t sequences, int64_t heads, int64_t chunks,
                           const GpuDeviceModel &device) {
-  // Time of a recurrence of n chunks ~ n * (waves of blocks). With P > 1:
-  // 2 (P - 1) summary blocks and P output blocks per recurrence, each over
-  // chunks / P chunks, plus the fold: one f32 dk^3 product per segment, about
-  // as long as 20 chunk steps.
-  const int64_t slots = int64_t(device.smCount) * device.blocksPerSm;
-  const int64_t rec = sequences * heads;
+  // Time per chunk of a recurrence block when k blocks share an SM, in
+  // units of a lone block's (fitted to the H200: 1, 1.42, 1.84 for k = 1..3).
+  auto perChunk = [](int64_t k) { return (0.2 + 0.145 * double(k)) / 0.345; };
+  const int64_t sms = device.smCount, rec = sequences * heads;
   auto cost = [&](int64_t p) -> double {
+    double outputs = perChunk(ceilDiv(p * rec, sms));
     if (p == 1)
-      return double(chunks) * double(ceilDiv(rec, slots));
-    double per = double(ceilDiv(chunks, p));
-    double waves = double(ceilDiv(2 * (p - 1) * rec, slots)) +
-                   double(ceilDiv(p * rec, slots));
-    return per * waves + 20.0 * double(p - 1);
+      return double(chunks) * outputs;
+    // Summary blocks (no outputs: about 3/4 of the work), then the output
+    // pass over chunks / P each, plus the fold (~8 chunk steps a segment).
+    double summaries = 0.75 * perChunk(ceilDiv(2 * (p - 1) * rec, sms));
+    return double(ceilDiv(chunks, p)) * (summaries + outputs) + 8.0 * double(p - 1);
   };
   int64_t best = 1;
   double bestCost = cost(1);
@@ -190,16 +205,17 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   s.hasInitialState = static_cast<bool>(op.getInitialState());
   s.gate = fusion;
   int64_t maxChunks = ceilDiv(op.getCuSeqlens() ? tokens : T, kKdaChunk);
+  // Value-column split first (it multiplies the blocks without extra
+  // work), then the sequence split over what is still idle.
+  s.valueSplit = options.valueSplit > 0 ? options.valueSplit
+                                        : chooseKdaValueSplit(N, H, DV, options.device);
   s.segments = options.segments > 0
                    ? options.segments
-                   : chooseKdaSegments(N, H, maxChunks, options.device);
-  if (s.segments > 1 && (256 % DV != 0 || DK != DV))
+                   : chooseKdaSegments(N, H * s.valueSplit, maxChunks, options.device);
+  if (s.segments > 1 && DK != DV)
     s.segments = options.segments > 1 ? s.segments : 1;
   if (failed(verifyKdaPrefillShape(s, why)))
     return op.emitOpError("cannot run on the GPU: ") << why, failure();
-  if (s.segments > 1 && 256 % DV != 0)
-    return op.emitOpError("a sequence split needs dv dividing 256, got ") << DV,
-           failure();
 
   emitKdaPrepKernel(b, loc, module, s);
   emitKdaRecurrenceKernel(b, loc, module, s);
@@ -245,24 +261,25 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   prepArgs.insert(prepArgs.end(), gateArgs.begin(), gateArgs.end());
   for (uint32_t t : {tqg, tkg, tkd, taqk, ttmb, tgl})
     prepArgs.push_back(t);
-  pb.launch("kda_prep", {slots, H, 1}, DK, prepArgs);
+  pb.launch("kda_prep", {slots, H, 1}, kdaPrepThreads(DK), prepArgs);
   uint32_t init = s.hasInitialState ? ih0 : iht; // unread without a state
   if (P > 1) {
     uint32_t tm = pb.add("kda.segment_m", K::kTemporary, f32, {N, H, P - 1, DK, DK});
     uint32_t te = pb.add("kda.segment_e", K::kTemporary, f32, {N, H, P - 1, DK, DV});
     uint32_t tsin = pb.add("kda.segment_in", K::kTemporary, f32, {N, H, P, DK, DV});
-    pb.launch("kda_summarize", {H, N, 2 * (P - 1)}, 2 * DV,
+    pb.launch("kda_summarize", {H * s.valueSplit, N, 2 * (P - 1)}, 2 * DV / s.valueSplit,
               {iv, icu, tkg, tkd, ttmb, tgl, tm, te});
-    pb.launch("kda_fold", {H, N, 1}, 256, {init, tm, te, tsin});
+    pb.launch("kda_fold", {H, N, DV / 16}, 256, {init, tm, te, tsin});
     init = tsin;
   }
-  pb.launch("kda_recur", {H, N, P}, 2 * DV,
+  pb.launch("kda_recur", {H * s.valueSplit, N, P}, 2 * DV / s.valueSplit,
             {iv, icu, tqg, tkg, tkd, taqk, ttmb, tgl, init, io, iht});
   pb.plan.summary =
       std::string("prefill: ") + (s.denseDiagonal ? "dense" : "pairwise") +
       (gateOp ? " (gate fused)" : "") +
       " diagonal tiles, " + std::to_string(N) + " sequence(s) x " +
       std::to_string(H) + " heads, " + std::to_string(P) + " segment(s), " +
+      std::to_string(s.valueSplit) + " block(s) per state, " +
       std::to_string(slots) + " chunk slots";
   return std::move(pb.plan);
 }

@@ -27,7 +27,6 @@ namespace kimi::gpu {
 /// What the launch planning assumes of the device.
 struct GpuDeviceModel {
   int smCount = 132;    // H200
-  int blocksPerSm = 1;  // of the recurrence kernel (registers bound it)
 };
 
 /// A planned GPU entry; `launches[i].kernel` is left 0 (the artifact writer
@@ -44,7 +43,13 @@ struct KdaPlanOptions {
   GpuDeviceModel device;
   /// Sequence split P; 0 picks it from the cost model.
   int64_t segments = 0;
+  /// Blocks per state along the value columns; 0 picks it.
+  int64_t valueSplit = 0;
 };
+
+/// Blocks per (sequence, head) along the value columns (1, 2 or 4).
+int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t dv,
+                            const GpuDeviceModel &device);
 
 /// The segment count that minimises the modelled recurrence time for
 /// `sequences * heads` recurrences of `chunks` chunks each.

@@ -52,6 +52,10 @@ struct KdaPrefillShape {
   bool denseDiagonal = true;
   /// Segments P each sequence's recurrence is split into (>= 1).
   int64_t segments = 1;
+  /// Blocks each (sequence, head, segment) recurrence is split into along
+  /// the value columns (independent in the delta rule); more blocks hide
+  /// the per-chunk latency chain better when B·H is small.
+  int64_t valueSplit = 1;
   bool hasInitialState = true;
   KdaGateFusion gate;
 
@@ -62,7 +66,11 @@ struct KdaPrefillShape {
 llvm::LogicalResult verifyKdaPrefillShape(const KdaPrefillShape &shape,
                                           std::string &why);
 
-/// `kda_prep`: grid (slots, H), block dk threads. Gate cumsum, rescaled
+/// Threads of a kda_prep block: dk, or dk / 2 (two channels each) from
+/// dk = 128 on.
+int64_t kdaPrepThreads(int64_t dk);
+
+/// `kda_prep`: grid (slots, H), block kdaPrepThreads(dk) threads. Gate cumsum, rescaled
 /// operands, Akk/Aqk (tensor cores when dense), the unit-lower-triangular
 /// inverse, per chunk.
 /// Args: q, k, g, beta, cu_seqlens, [a_log, dt_bias when the gate is
@@ -71,8 +79,8 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(mlir::OpBuilder &b, mlir::Location loc,
                                        mlir::gpu::GPUModuleOp module,
                                        const KdaPrefillShape &shape);
 
-/// `kda_recur`: grid (H, N, P), block 2 * dv threads (one warp per 16 value
-/// columns). The recurrence over chunks on tensor cores, state in registers.
+/// `kda_recur`: grid (H * valueSplit, N, P), block 2 * dv / valueSplit
+/// threads (one warp per 16 value columns). The recurrence over chunks on tensor cores, state in registers.
 /// Args: v, cu_seqlens, Qg, Kg, Kd, Aqk, TmB, gl, init, o, ht.
 /// `init` is h0 [N, H, dk, dv] when P == 1, else the folded segment inputs
 /// [N, H, P, dk, dv]; ht gets the final state of the last segment.
@@ -81,7 +89,7 @@ mlir::gpu::GPUFuncOp emitKdaRecurrenceKernel(mlir::OpBuilder &b,
                                              mlir::gpu::GPUModuleOp module,
                                              const KdaPrefillShape &shape);
 
-/// `kda_summarize` (P > 1): grid (H, N, 2 (P - 1)). For segment p < P - 1,
+/// `kda_summarize` (P > 1): grid (H * valueSplit, N, 2 (P - 1)). For segment p < P - 1,
 /// z = p computes the segment's transition M_p [dk, dk] (state I, no values)
 /// and z = P - 1 + p its zero-state contribution E_p [dk, dv].
 /// Args: v, cu_seqlens, Kg, Kd, TmB, gl, M [N, H, P-1, dk, dk],
@@ -91,7 +99,8 @@ mlir::gpu::GPUFuncOp emitKdaSummarizeKernel(mlir::OpBuilder &b,
                                             mlir::gpu::GPUModuleOp module,
                                             const KdaPrefillShape &shape);
 
-/// `kda_fold` (P > 1): grid (H, N), block 256. S_0 = h0 (or 0),
+/// `kda_fold` (P > 1): grid (H, N, dv / 16), block 256; each block folds
+/// 16 columns of the state. S_0 = h0 (or 0),
 /// S_{p+1} = M_p S_p + E_p in f32. Args: h0, M, E, Sin [N, H, P, dk, dv].
 mlir::gpu::GPUFuncOp emitKdaFoldKernel(mlir::OpBuilder &b, mlir::Location loc,
                                        mlir::gpu::GPUModuleOp module,

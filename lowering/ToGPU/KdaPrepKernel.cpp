@@ -24,10 +24,13 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
 namespace kimi::gpu {
+
+int64_t kdaPrepThreads(int64_t dk) { return dk >= 128 ? dk / 2 : dk; }
 
 LogicalResult verifyKdaPrefillShape(const KdaPrefillShape &s, std::string &why) {
   auto fail = [&](const std::string &msg) {
@@ -44,6 +47,9 @@ LogicalResult verifyKdaPrefillShape(const KdaPrefillShape &s, std::string &why) 
                 ": the GPU KDA kernels need a multiple of 16 in [32, 256]");
   if (s.segments < 1)
     return fail("segments must be >= 1");
+  if (s.valueSplit < 1 || s.dv % (16 * s.valueSplit) != 0)
+    return fail("valueSplit = " + std::to_string(s.valueSplit) +
+                ": dv must split into slices of a multiple of 16 columns");
   if (s.segments > 1 && s.dk != s.dv)
     return fail("the sequence split needs dk == dv (the transition M is "
                 "carried by the value-width kernel)");
@@ -152,8 +158,11 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
                  flatMemRef(bf16, slots * H * C * DK), flatMemRef(bf16, slots * H * C * C),
                  flatMemRef(bf16, slots * H * C * C), flatMemRef(f32, slots * H * DK)})
     args.push_back(t);
+  // Two adjacent channels per thread (4-byte accesses) when that still
+  // leaves the two warps the tensor-core Akk/Aqk products need.
+  const int64_t threads = kdaPrepThreads(DK), cpt = DK / threads;
   GPUFuncOpAndEmitter k(b, loc, module, "kda_prep", args,
-                        {static_cast<int32_t>(DK), 1, 1});
+                        {static_cast<int32_t>(threads), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
   unsigned o = fused ? 7 : 5;
@@ -178,6 +187,7 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
   Value slot = e.blockId(mlir::gpu::Dimension::x);
   Value h = e.blockId(mlir::gpu::Dimension::y);
   Value d = e.threadId();
+  Value d0 = e.mul(d, e.idx(cpt)); // first channel of this thread
 
   // Which sequence and which of its chunks this slot is (slots past the
   // last chunk exit).
@@ -211,51 +221,92 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
   Value zero = e.f32(0.0);
   // Element (token t of the chunk, head h, channel ch) of a [T, H, D] tensor,
   // zero past the sequence's end.
-  auto tokenValue = [&](Value tensor, int64_t t, Value ch, int64_t D) {
+  // This thread's cpt channels of token t (one vector access).
+  auto tokenValues = [&](Value tensor, int64_t t) {
     Value tt = e.add(t0, e.minu(e.idx(t), nLast));
-    Value at = e.add(e.mul(e.add(e.mul(tt, H), h), D), ch);
-    return e.select(e.ult(e.idx(t), n), e.toF32(e.load(tensor, at)), zero);
+    Value at = e.add(e.mul(e.add(e.mul(tt, H), h), DK), d0);
+    Type elt = cast<MemRefType>(tensor.getType()).getElementType();
+    Value vec = vector::LoadOp::create(b, loc, VectorType::get({cpt}, elt), tensor,
+                                       ValueRange{at});
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < cpt; ++c) {
+      Value x = e.toF32(vector::ExtractOp::create(b, loc, vec, ArrayRef<int64_t>{c}));
+      out.push_back(e.select(e.ult(e.idx(t), n), x, zero));
+    }
+    return out;
+  };
+  auto storeValues = [&](ArrayRef<Value> xs, Type elt, Value memref, Value at) {
+    SmallVector<Value> conv;
+    for (Value x : xs)
+      conv.push_back(e.fromF32(x, elt));
+    Value vec = vector::FromElementsOp::create(
+        b, loc, VectorType::get({static_cast<int64_t>(xs.size())}, elt), conv);
+    vector::StoreOp::create(b, loc, vec, memref, ValueRange{at});
   };
 
   // Inclusive cumsum of g over the chunk, for this thread's channel (g
   // formed from z here when the gate is fused; zero past the end).
-  Value rate, dtBias;
-  if (fused) {
-    rate = e.exp(e.load(body.getArgument(5), h));
-    dtBias = e.load(body.getArgument(6), e.add(e.mul(h, DK), d));
-  }
-  SmallVector<Value> G(C);
-  Value run = zero;
+  SmallVector<Value> rate(cpt), dtBias(cpt);
+  if (fused)
+    for (int64_t c = 0; c < cpt; ++c) {
+      rate[c] = e.exp(e.load(body.getArgument(5), h));
+      dtBias[c] = e.load(body.getArgument(6), e.add(e.mul(h, DK), e.add(d0, e.idx(c))));
+    }
+  // G[t][c]: cumsum for channel d0 + c.
+  SmallVector<SmallVector<Value>> G(C, SmallVector<Value>(cpt));
+  SmallVector<Value> run(cpt, zero);
   for (int64_t t = 0; t < C; ++t) {
-    Value gv = tokenValue(buf.g, t, d, DK);
-    if (fused)
-      gv = e.select(e.ult(e.idx(t), n), emitGate(e, s.gate, gv, rate, dtBias), zero);
-    run = e.fadd(run, gv);
-    G[t] = run;
+    SmallVector<Value> gv = tokenValues(buf.g, t);
+    for (int64_t c = 0; c < cpt; ++c) {
+      if (fused)
+        gv[c] = e.select(e.ult(e.idx(t), n),
+                         emitGate(e, s.gate, gv[c], rate[c], dtBias[c]), zero);
+      run[c] = e.fadd(run[c], gv[c]);
+      G[t][c] = run[c];
+    }
   }
   Value chunkHead = e.add(e.mul(slot, H), h); // slot * H + h
-  e.store(e.exp(G[C - 1]), buf.gl, e.add(e.mul(chunkHead, DK), d));
-  Value sc = e.f32(s.scale);
+  SmallVector<Value> gLast(cpt);
+  for (int64_t c = 0; c < cpt; ++c)
+    gLast[c] = e.exp(G[C - 1][c]);
+  storeValues(gLast, f32, buf.gl, e.add(e.mul(chunkHead, DK), d0));
+  Value sc = e.f32(s.scale), one = e.f32(1.0);
   for (int64_t t = 0; t < C; ++t) {
-    Value qv = tokenValue(buf.q, t, d, DK), kv = tokenValue(buf.k, t, d, DK);
-    Value eg = e.exp(G[t]);
-    Value qg = e.fmul(e.fmul(qv, sc), eg);
-    Value kg = e.fmul(kv, eg);
-    Value kd = e.fmul(kv, e.exp(e.fsub(G[C - 1], G[t])));
-    Value at = e.add(e.mul(e.add(e.mul(chunkHead, C), e.idx(t)), DK), d);
-    e.store(e.fromF32(qg, bf16), buf.qg, at);
-    e.store(e.fromF32(kg, bf16), buf.kg, at);
-    e.store(e.fromF32(kd, bf16), buf.kd, at);
-    Value sat = e.add(e.idx(t * lds), d);
-    e.store(e.fromF32(qg, bf16), qgS, sat);
-    e.store(e.fromF32(kg, bf16), kgS, sat);
+    SmallVector<Value> qv = tokenValues(buf.q, t), kv = tokenValues(buf.k, t);
+    SmallVector<Value> qg(cpt), kg(cpt), kd(cpt), kinv(cpt);
+    for (int64_t c = 0; c < cpt; ++c) {
+      Value eg = e.exp(G[t][c]);
+      qg[c] = e.fmul(e.fmul(qv[c], sc), eg);
+      kg[c] = e.fmul(kv[c], eg);
+      if (s.denseDiagonal) {
+        // The proof bounds |G| (exp(-G) finite), so one exp serves all:
+        // exp(-G) = 1 / exp(G), exp(G_last - G) = exp(G_last) exp(-G).
+        Value inv = e.fdiv(one, eg);
+        kinv[c] = e.fmul(kv[c], inv);
+        kd[c] = e.fmul(kv[c], e.fmul(gLast[c], inv));
+      } else {
+        kd[c] = e.fmul(kv[c], e.exp(e.fsub(G[C - 1][c], G[t][c])));
+      }
+    }
+    Value at = e.add(e.mul(e.add(e.mul(chunkHead, C), e.idx(t)), DK), d0);
+    storeValues(qg, bf16, buf.qg, at);
+    storeValues(kg, bf16, buf.kg, at);
+    storeValues(kd, bf16, buf.kd, at);
+    Value sat = e.add(e.idx(t * lds), d0);
+    storeValues(qg, bf16, qgS, sat);
+    storeValues(kg, bf16, kgS, sat);
     if (s.denseDiagonal) {
-      e.store(e.fromF32(e.fmul(kv, e.exp(e.fneg(G[t]))), bf16), kinvS, sat);
+      storeValues(kinv, bf16, kinvS, sat);
     } else {
-      Value fat = e.add(e.idx(t * DK), d);
-      e.store(G[t], gS, fat);
-      e.store(kv, kS, fat);
-      e.store(e.fmul(qv, sc), qS, fat);
+      Value fat = e.add(e.idx(t * DK), d0);
+      SmallVector<Value> gt(cpt), qs(cpt);
+      for (int64_t c = 0; c < cpt; ++c) {
+        gt[c] = G[t][c];
+        qs[c] = e.fmul(qv[c], sc);
+      }
+      storeValues(gt, f32, gS, fat);
+      storeValues(kv, f32, kS, fat);
+      storeValues(qs, f32, qS, fat);
     }
   }
   {
@@ -299,7 +350,7 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
     }
   } else {
     // Pairwise: exp(G_i - G_j) formed per pair (j <= i, so never above 1).
-    for (int64_t base = 0; base < C * C; base += DK) {
+    for (int64_t base = 0; base < C * C; base += threads) {
       Value p = e.add(d, e.idx(base));
       auto has = scf::IfOp::create(b, loc, e.ult(p, e.idx(C * C)), false);
       OpBuilder::InsertionGuard g(b);

@@ -60,10 +60,11 @@ public:
   RecurrenceEmitter(KernelEmitter &e, mlir::gpu::GPUModuleOp module,
                     StringRef prefix, const KdaPrefillShape &s, int64_t width,
                     bool withOutput)
-      : e(e), s(s), W(width), DK(s.dk), withOutput(withOutput) {
+      : e(e), s(s), W(width), DK(s.dk), cols(width / s.valueSplit),
+        withOutput(withOutput) {
     Type bf16 = e.b.getBF16Type();
     t.lds = DK + 8;
-    t.ldv = W + 8;
+    t.ldv = cols + 8;
     std::string p = prefix.str();
     t.kg = e.sharedBuffer(module, p + "_kg", 2 * C * t.lds, bf16);
     t.kd = e.sharedBuffer(module, p + "_kd", 2 * C * t.lds, bf16);
@@ -81,15 +82,21 @@ public:
     tq = e.remu(lane, e.idx(4));
     mi = e.divu(lane, e.idx(8));
     r = e.remu(lane, e.idx(8));
+    // blockIdx.x = head * valueSplit + part: this block's value columns.
+    Value bx = e.blockId(mlir::gpu::Dimension::x);
+    head = e.divu(bx, e.idx(s.valueSplit));
+    colBase = e.mul(e.remu(bx, e.idx(s.valueSplit)), e.idx(cols));
   }
 
   /// Accumulator element `el` of tile n: (state row = dk index, column).
   Value stateRow(int64_t n, int el) {
     return e.add(e.mul(tq, e.idx(2)), e.idx(8 * n + el % 2));
   }
-  Value stateCol(int el) {
+  /// The column inside this block's slice, and in the whole state.
+  Value localCol(int el) {
     return e.add(e.add(e.mul(warp, e.idx(16)), g), e.idx(8 * (el / 2)));
   }
+  Value stateCol(int el) { return e.add(colBase, localCol(el)); }
 
   /// Initial state: loaded from `buffer` at `base` ([dk][W] f32), or
   /// identity where `identity` holds, else zeros.
@@ -121,7 +128,7 @@ public:
     OpBuilder &b = e.b;
     Location loc = e.loc;
     const int64_t H = s.heads, T = s.tokens;
-    int64_t threads = 2 * W;
+    int64_t threads = 2 * cols;
     // Clamp to the sequence's last chunk: prefetches past the end are
     // issued (uniform control flow) but never read.
     Value lastChunk = e.sub(e.maxs(sg.seq.chunks, e.idx(1)), e.idx(1));
@@ -181,12 +188,13 @@ public:
     });
     // V rows straight from [T, H, W]; rows past the sequence (or with the
     // values off) are zero-filled by the copy itself.
-    rounds(C * W / 8, [&](Value v) {
-      Value row = e.divu(v, e.idx(W / 8)), col = e.mul(e.remu(v, e.idx(W / 8)), 8);
+    rounds(C * cols / 8, [&](Value v) {
+      Value row = e.divu(v, e.idx(cols / 8)), col = e.mul(e.remu(v, e.idx(cols / 8)), 8);
       Value inSeq = e.add(e.mul(cc, C), row);
       Value valid = e.andI(e.ult(inSeq, sg.seq.length), sg.valuesOn);
       Value token = e.minu(e.add(sg.seq.start, inSeq), e.idx(s.tokens - 1));
-      Value srcIdx = e.add(e.mul(e.add(e.mul(token, H), sg.head), W), col);
+      Value srcIdx =
+          e.add(e.mul(e.add(e.mul(token, H), sg.head), W), e.add(colBase, col));
       Value dstIdx = e.add(e.mul(e.add(e.mul(bsel, C), row), t.ldv), col);
       copy(t.v, dstIdx, a.v, srcIdx, 8, e.select(valid, e.idx(8), e.idx(0)));
     });
@@ -242,7 +250,7 @@ public:
     for (int nt = 0; nt < 2; ++nt)
       for (int el = 0; el < 4; ++el) {
         Value token = e.add(e.mul(tq, e.idx(2)), e.idx(8 * nt + el % 2));
-        Value vAt = e.add(e.mul(e.add(rowBase, token), e.idx(t.ldv)), stateCol(el));
+        Value vAt = e.add(e.mul(e.add(rowBase, token), e.idx(t.ldv)), localCol(el));
         x[nt][el] = e.fsub(e.toF32(e.load(t.v, vAt)), p[nt][el]);
       }
     FragA fx = e.accToFragA(x[0], x[1]);
@@ -320,10 +328,10 @@ public:
 
   KernelEmitter &e;
   const KdaPrefillShape &s;
-  int64_t W, DK;
+  int64_t W, DK, cols;
   bool withOutput;
   RecurrenceTiles t;
-  Value tid, lane, warp, g, tq, mi, r;
+  Value tid, lane, warp, g, tq, mi, r, head, colBase;
 };
 
 /// Segment p of P of the chunks of sequence `seq`.
@@ -354,7 +362,7 @@ mlir::gpu::GPUFuncOp emitKdaRecurrenceKernel(OpBuilder &b, Location loc,
       flatMemRef(f32, N * H * P * DK * DV), flatMemRef(s.actType, T * H * DV),
       flatMemRef(f32, N * H * DK * DV)};
   GPUFuncOpAndEmitter k(b, loc, module, "kda_recur", args,
-                        {static_cast<int32_t>(2 * DV), 1, 1});
+                        {static_cast<int32_t>(2 * DV / s.valueSplit), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
   RecurrenceArgs a;
@@ -371,7 +379,7 @@ mlir::gpu::GPUFuncOp emitKdaRecurrenceKernel(OpBuilder &b, Location loc,
   Value ht = body.getArgument(10);
 
   RecurrenceEmitter rec(e, module, "kda_recur", s, DV, /*withOutput=*/true);
-  Value head = e.blockId(mlir::gpu::Dimension::x);
+  Value head = rec.head;
   Value seq = e.blockId(mlir::gpu::Dimension::y);
   Value p = e.blockId(mlir::gpu::Dimension::z);
   Segment sg = segmentOf(e, a.cu, s, seq, head, p, P);
@@ -404,7 +412,7 @@ mlir::gpu::GPUFuncOp emitKdaSummarizeKernel(OpBuilder &b, Location loc,
       flatMemRef(f32, N * H * (P - 1) * DK * DK),
       flatMemRef(f32, N * H * (P - 1) * DK * DV)};
   GPUFuncOpAndEmitter k(b, loc, module, "kda_summarize", args,
-                        {static_cast<int32_t>(2 * DV), 1, 1});
+                        {static_cast<int32_t>(2 * DV / s.valueSplit), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
   RecurrenceArgs a;
@@ -417,7 +425,7 @@ mlir::gpu::GPUFuncOp emitKdaSummarizeKernel(OpBuilder &b, Location loc,
   Value mBuf = body.getArgument(6), eBuf = body.getArgument(7);
 
   RecurrenceEmitter rec(e, module, "kda_summarize", s, DV, /*withOutput=*/false);
-  Value head = e.blockId(mlir::gpu::Dimension::x);
+  Value head = rec.head;
   Value seq = e.blockId(mlir::gpu::Dimension::y);
   Value z = e.blockId(mlir::gpu::Dimension::z);
   Value isM = e.ult(z, e.idx(P - 1));
@@ -455,9 +463,13 @@ mlir::gpu::GPUFuncOp emitKdaFoldKernel(OpBuilder &b, Location loc,
   Value seq = e.blockId(mlir::gpu::Dimension::y);
   Value tid = e.threadId();
   Value seqHead = e.add(e.mul(seq, e.idx(H)), head);
-  const int64_t groups = kThreads / W, rows = DK / groups;
-  Value j = e.remu(tid, e.idx(W));
-  Value rowBase = e.mul(e.divu(tid, e.idx(W)), e.idx(rows));
+  // blockIdx.z picks 16 state columns (the columns fold independently);
+  // thread t takes column t % 16 and rows [(t / 16) rows, +rows).
+  constexpr int64_t kCols = 16;
+  const int64_t groups = kThreads / kCols, rows = DK / groups;
+  Value colBlock = e.blockId(mlir::gpu::Dimension::z);
+  Value j = e.add(e.mul(colBlock, e.idx(kCols)), e.remu(tid, e.idx(kCols)));
+  Value rowBase = e.mul(e.divu(tid, e.idx(kCols)), e.idx(rows));
   auto sAt = [&](Value p, Value i) {
     return e.add(e.mul(e.add(e.mul(seqHead, e.idx(P)), p), e.idx(DK * W)),
                  e.add(e.mul(i, e.idx(W)), j));

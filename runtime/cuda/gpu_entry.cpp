@@ -106,6 +106,14 @@ Status GpuEntry::bind(const std::string &name, cuda::CUdeviceptr address,
 }
 
 Status GpuEntry::run(const CudaStream *stream) {
+  return runLaunches(0, spec_.launches.size(), stream);
+}
+
+Status GpuEntry::runLaunches(size_t first, size_t count, const CudaStream *stream) {
+  if (first + count > spec_.launches.size())
+    return Status(StatusCode::kInvalidArgument,
+                  "entry " + spec_.name + " has " +
+                      std::to_string(spec_.launches.size()) + " launches");
   for (size_t i = 0; i < bound_.size(); ++i)
     if (!bound_[i])
       return Status(StatusCode::kInvalidArgument,
@@ -113,7 +121,7 @@ Status GpuEntry::run(const CudaStream *stream) {
                         " (" + bufferKindName(spec_.buffers[i].kind) +
                         ") is not bound");
   std::vector<void *> args;
-  for (size_t i = 0; i < spec_.launches.size(); ++i) {
+  for (size_t i = first; i < first + count; ++i) {
     const LaunchSpec &l = spec_.launches[i];
     args.clear();
     for (uint32_t a : l.args)

@@ -41,6 +41,8 @@ public:
   /// Enqueues every launch on `stream` (nullptr: the default stream). Fails
   /// before launching anything if a caller buffer is unbound.
   Status run(const CudaStream *stream = nullptr);
+  /// Enqueues launches [first, first + count) only (for per-kernel timing).
+  Status runLaunches(size_t first, size_t count, const CudaStream *stream = nullptr);
 
   /// "cubin" or "ptx" per kernel image used, e.g. "kda_0: cubin".
   const std::vector<std::string> &moduleSources() const { return sources_; }

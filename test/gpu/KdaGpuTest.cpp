@@ -13,7 +13,7 @@
 #include "bench/kda/KdaInputs.h"
 #include "runtime/artifact/reader.h"
 #include "runtime/cuda/gpu_entry.h"
-#include "test/reference/ReferenceModel.h"
+#include "test/reference/ReferenceOps.h"
 
 #include <gtest/gtest.h>
 

@@ -32,6 +32,11 @@ cl::opt<int64_t> kdaSegments(
              "(the (M, S_ext) composition); 0 (default) picks it from the "
              "SM count"),
     cl::init(0), cl::cat(gpuLibraryCategory));
+cl::opt<int64_t> kdaValueSplit(
+    "kda-value-split",
+    cl::desc("Blocks per KDA state along the value columns (a divisor of "
+             "dv / 16); 0 (default) picks it from the SM count"),
+    cl::init(0), cl::cat(gpuLibraryCategory));
 cl::opt<int> gpuSms("gpu-sms",
                     cl::desc("Multiprocessors the launch planning assumes "
                              "(default 132, an H200)"),
@@ -83,6 +88,7 @@ int compileGpuLibraryFile(const std::string &input, const std::string &output,
   }
   GpuLibraryOptions options;
   options.plan.segments = kdaSegments;
+  options.plan.valueSplit = kdaValueSplit;
   options.plan.device.smCount = gpuSms;
   options.target.cubin = !noCubin && !emitGpuIR && !emitPtx;
   if (emitGpuIR)

@@ -5,18 +5,21 @@
 // RUN: kimi-compile %s --target sm_90a --emit=gpu -o - | FileCheck %s
 // RUN: kimi-compile %s --target sm_90a --emit=ptx -o - | FileCheck %s --check-prefix=PTX
 // RUN: kimi-compile %s --target sm_90a --kda-segments 3 --emit=gpu -o - | FileCheck %s --check-prefix=SPLIT
+// RUN: kimi-compile %s --target sm_90a --kda-value-split 1 --emit=gpu -o - | FileCheck %s --check-prefix=WHOLE
 
-// CHECK: // entry @prefill: prefill: dense (gate fused) diagonal tiles, 1 sequence(s) x 2 heads, 1 segment(s)
+// Two heads fill few SMs: each state is split over 4 blocks of 16-column
+// warps pairs (64 threads).
+// CHECK: // entry @prefill: prefill: dense (gate fused) diagonal tiles, 1 sequence(s) x 2 heads, 1 segment(s), 4 block(s) per state
 // CHECK: gpu.module @kda_prefill
 // CHECK: gpu.func @kda_prep(%{{.*}}: memref<16384xbf16>, %{{.*}}: memref<16384xbf16>, %{{.*}}: memref<16384xbf16>, %{{.*}}: memref<128xbf16>, %{{.*}}: memref<2xi32>, %{{.*}}: memref<2xf32>, %{{.*}}: memref<256xf32>,
 // CHECK-SAME: kernel
-// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK-SAME: known_block_size = array<i32: 64, 1, 1>
 // The gate is formed in the kernel: exp(a_log), sigmoid, times L = -5.
 // CHECK: arith.constant -5.000000e+00 : f32
 // CHECK: nvvm.ldmatrix
 // CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
 // CHECK: gpu.func @kda_recur
-// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: known_block_size = array<i32: 64, 1, 1>
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
@@ -31,6 +34,10 @@
 // PTX: cp.async.cg.shared.global
 // PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// WHOLE: 1 segment(s), 1 block(s) per state
+// WHOLE: gpu.func @kda_recur
+// WHOLE-SAME: known_block_size = array<i32: 256, 1, 1>
 
 // SPLIT: 3 segment(s)
 // SPLIT-DAG: gpu.func @kda_summarize
