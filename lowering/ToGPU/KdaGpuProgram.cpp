@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -65,44 +66,23 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t dv,
                             const GpuDeviceModel &device) {
   // Measured on the H200 (docs/perf/kda.md): with about one (sequence, head)
-  // per SM the whole-state block is fastest; with fewer, 4 blocks of 2 warps
-  // per state hide the per-chunk latency best (8 re-read the chunk operands
-  // too often).
+  // per SM the whole-state block is fastest; with fewer, two blocks of half
+  // the columns each beat both one block and four.
   const int64_t recurrences = sequences * heads;
-  if (10 * recurrences >= 7 * int64_t(device.smCount))
+  if (10 * recurrences >= 7 * int64_t(device.smCount) || dv % 32 != 0)
     return 1;
-  int64_t split = 1;
-  while (split < 4 && dv % (16 * split * 2) == 0 &&
-         recurrences * split < 2 * int64_t(device.smCount))
-    split *= 2;
-  return split;
+  return 2;
 }
 
 int64_t chooseKdaSegments(int64_t sequences, int64_t heads, int64_t chunks,
                           const GpuDeviceModel &device) {
-  // Time per chunk of a recurrence block when k blocks share an SM, in
-  // units of a lone block's (fitted to the H200: 1, 1.42, 1.84 for k = 1..3).
-  auto perChunk = [](int64_t k) { return (0.2 + 0.145 * double(k)) / 0.345; };
-  const int64_t sms = device.smCount, rec = sequences * heads;
-  auto cost = [&](int64_t p) -> double {
-    double outputs = perChunk(ceilDiv(p * rec, sms));
-    if (p == 1)
-      return double(chunks) * outputs;
-    // Summary blocks (no outputs: about 3/4 of the work), then the output
-    // pass over chunks / P each, plus the fold (~8 chunk steps a segment).
-    double summaries = 0.75 * perChunk(ceilDiv(2 * (p - 1) * rec, sms));
-    return double(ceilDiv(chunks, p)) * (summaries + outputs) + 8.0 * double(p - 1);
-  };
-  int64_t best = 1;
-  double bestCost = cost(1);
-  for (int64_t p = 2; p <= 64 && p <= chunks; ++p) {
-    double c = cost(p);
-    if (c < bestCost * 0.97) { // a split must pay for its extra launches
-      best = p;
-      bestCost = c;
-    }
-  }
-  return best;
+  // Measured on the H200: split until about two recurrence blocks per SM
+  // run, keeping segments of at least 512 chunks (8K tokens) so that the
+  // summaries and the fold stay amortised.
+  const int64_t blocks = std::max<int64_t>(1, sequences * heads);
+  int64_t p = (2 * int64_t(device.smCount) + blocks / 2) / blocks;
+  p = std::min(p, chunks / 512);
+  return std::max<int64_t>(1, std::min<int64_t>(p, 64));
 }
 
 FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,

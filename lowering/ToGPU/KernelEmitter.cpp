@@ -61,6 +61,12 @@ Value KernelEmitter::fsub(Value a, Value c) { return arith::SubFOp::create(b, lo
 Value KernelEmitter::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
 Value KernelEmitter::fneg(Value a) { return arith::NegFOp::create(b, loc, a); }
 Value KernelEmitter::exp(Value a) { return math::ExpOp::create(b, loc, a); }
+Value KernelEmitter::fastExp(Value a) {
+  return math::Exp2Op::create(b, loc, fmul(a, f32(1.4426950408889634)));
+}
+Value KernelEmitter::fastRcp(Value a) {
+  return NVVM::RcpApproxFtzF32Op::create(b, loc, b.getF32Type(), a);
+}
 Value KernelEmitter::log1p(Value a) { return math::Log1pOp::create(b, loc, a); }
 Value KernelEmitter::fmax(Value a, Value c) {
   return arith::MaximumFOp::create(b, loc, a, c);

@@ -71,6 +71,11 @@ public:
   mlir::Value fmul(mlir::Value a, mlir::Value c);
   mlir::Value fneg(mlir::Value a);
   mlir::Value exp(mlir::Value a);
+  /// exp through the SFU's ex2.approx (relative error ~2^-22): for values
+  /// headed for bf16 where a libdevice expf's extra accuracy is invisible.
+  mlir::Value fastExp(mlir::Value a);
+  /// rcp.approx.ftz.f32 (about 1 ulp).
+  mlir::Value fastRcp(mlir::Value a);
   mlir::Value log1p(mlir::Value a);
   mlir::Value fmax(mlir::Value a, mlir::Value c);
   mlir::Value fabs(mlir::Value a);
