@@ -7,9 +7,9 @@
 // RUN: kimi-compile %s --target sm_90a --kda-segments 3 --emit=gpu -o - | FileCheck %s --check-prefix=SPLIT
 // RUN: kimi-compile %s --target sm_90a --kda-value-split 1 --emit=gpu -o - | FileCheck %s --check-prefix=WHOLE
 
-// Two heads fill few SMs: each state is split over 4 blocks of 16-column
-// warps pairs (64 threads).
-// CHECK: // entry @prefill: prefill: dense (gate fused) diagonal tiles, 1 sequence(s) x 2 heads, 1 segment(s), 4 block(s) per state
+// Two heads fill few SMs: each state is split over 2 blocks of 64 value
+// columns (4 warps, 128 threads).
+// CHECK: // entry @prefill: prefill: dense (gate fused) diagonal tiles, 1 sequence(s) x 2 heads, 1 segment(s), 2 block(s) per state
 // CHECK: gpu.module @kda_prefill
 // CHECK: gpu.func @kda_prep(%{{.*}}: memref<16384xbf16>, %{{.*}}: memref<16384xbf16>, %{{.*}}: memref<16384xbf16>, %{{.*}}: memref<128xbf16>, %{{.*}}: memref<2xi32>, %{{.*}}: memref<2xf32>, %{{.*}}: memref<256xf32>,
 // CHECK-SAME: kernel
@@ -19,7 +19,7 @@
 // CHECK: nvvm.ldmatrix
 // CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
 // CHECK: gpu.func @kda_recur
-// CHECK-SAME: known_block_size = array<i32: 64, 1, 1>
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
