@@ -63,12 +63,13 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
-int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t dv,
-                            const GpuDeviceModel &device) {
-  // Measured on the H200 (docs/perf/kda.md): with about one (sequence, head)
-  // per SM the whole-state block is fastest; with fewer, two blocks of half
-  // the columns each beat both one block and four.
-  const int64_t recurrences = sequences * heads;
+int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t chunks,
+                            int64_t dv, const GpuDeviceModel &device) {
+  // Measured on the H200 (docs/perf/kda.md): when the recurrences (times
+  // the segments the sequence split may add) reach about one per SM, the
+  // whole-state block is fastest; with fewer, two blocks of half the
+  // columns each beat both one block and four.
+  const int64_t recurrences = sequences * heads * std::max<int64_t>(1, chunks / 512);
   if (10 * recurrences >= 7 * int64_t(device.smCount) || dv % 32 != 0)
     return 1;
   return 2;
@@ -188,7 +189,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   // Value-column split first (it multiplies the blocks without extra
   // work), then the sequence split over what is still idle.
   s.valueSplit = options.valueSplit > 0 ? options.valueSplit
-                                        : chooseKdaValueSplit(N, H, DV, options.device);
+                                        : chooseKdaValueSplit(N, H, maxChunks, DV, options.device);
   s.segments = options.segments > 0
                    ? options.segments
                    : chooseKdaSegments(N, H * s.valueSplit, maxChunks, options.device);

@@ -47,9 +47,10 @@ struct KdaPlanOptions {
   int64_t valueSplit = 0;
 };
 
-/// Blocks per (sequence, head) along the value columns (1, 2 or 4).
-int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t dv,
-                            const GpuDeviceModel &device);
+/// Blocks per (sequence, head) along the value columns (1 or 2) for
+/// recurrences of `chunks` chunks.
+int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t chunks,
+                            int64_t dv, const GpuDeviceModel &device);
 
 /// The segment count that minimises the modelled recurrence time for
 /// `sequences * heads` recurrences of `chunks` chunks each.
