@@ -14,6 +14,7 @@
 #include "runtime/artifact/reader.h"
 #include "runtime/cuda/gpu_entry.h"
 #include "test/reference/ReferenceOps.h"
+#include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
 
@@ -53,37 +54,6 @@ constexpr double kLowerBound = -5.0;
 std::string artifactPath(const std::string &entry) {
   const char *dir = std::getenv("KIMI_KDA_ARTIFACT_DIR");
   return std::string(dir ? dir : KIMI_KDA_ARTIFACT_DIR) + "/" + entry + ".kimi";
-}
-
-bool gpuRequired() {
-  const char *v = std::getenv("KIMI_REQUIRE_GPU");
-  return v && std::string(v) == "1";
-}
-
-struct Gpu {
-  std::unique_ptr<CudaDevice> device;
-  std::string reason;
-};
-
-Gpu &gpu() {
-  static Gpu g = [] {
-    Gpu r;
-    auto count = CudaDevice::count();
-    if (!count.isOk() || *count == 0) {
-      r.reason = count.isOk() ? "no CUDA device" : count.status().message();
-      return r;
-    }
-    auto device = CudaDevice::open(0);
-    if (!device.isOk()) {
-      r.reason = device.status().message();
-      return r;
-    }
-    r.device = std::move(*device);
-    return r;
-  }();
-  if (g.device)
-    (void)g.device->makeCurrent();
-  return g;
 }
 
 double relErr(const std::vector<double> &got, const std::vector<double> &want) {
@@ -181,15 +151,10 @@ TEST_P(KdaGpu, ArtifactIsAValidKernelLibrary) {
 
 TEST_P(KdaGpu, MatchesFloat64Reference) {
   const KdaCase &c = GetParam();
-  Gpu &g = gpu();
-  if (!g.device) {
-    if (gpuRequired())
-      FAIL() << "KIMI_REQUIRE_GPU=1 but: " << g.reason;
-    GTEST_SKIP() << g.reason;
-  }
+  KIMI_GPU_OR_SKIP(dev);
   auto spec = ArtifactReader::readFile(artifactPath(c.entry));
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
-  auto entry = GpuEntry::load(*g.device, *spec, c.entry);
+  auto entry = GpuEntry::load(dev, *spec, c.entry);
   ASSERT_TRUE(entry.isOk()) << entry.status().message();
   for (const std::string &src : (*entry)->moduleSources())
     std::printf("[ module   ] %s\n", src.c_str());
@@ -205,7 +170,7 @@ TEST_P(KdaGpu, MatchesFloat64Reference) {
   for (const BufferSpec &b : (*entry)->spec().buffers) {
     if (b.kind == BufferKind::kTemporary || b.kind == BufferKind::kConstant)
       continue;
-    auto buf = DeviceBuffer::allocate(*g.device, b.bytes());
+    auto buf = DeviceBuffer::allocate(dev, b.bytes());
     ASSERT_TRUE(buf.isOk()) << buf.status().message();
     if (inputs.count(b.name)) {
       ASSERT_TRUE(buf->upload(inputs[b.name].bytes.data(), b.bytes()).isOk());
@@ -218,7 +183,7 @@ TEST_P(KdaGpu, MatchesFloat64Reference) {
   }
   Status run = (*entry)->run();
   ASSERT_TRUE(run.isOk()) << run.message();
-  ASSERT_TRUE(g.device->synchronize().isOk());
+  ASSERT_TRUE(dev.synchronize().isOk());
 
   std::vector<double> wantO, wantS;
   reference(c, inputs, wantO, wantS);

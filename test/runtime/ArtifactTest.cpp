@@ -304,3 +304,137 @@ TEST(Artifact, UnalignedInputBytes) {
   auto spec = ArtifactReader::readBytes(shifted.data() + 1, bytes.size());
   EXPECT_TRUE(spec.isOk()) << spec.status().message();
 }
+
+//===----------------------------------------------------------------------===//
+// GPU kernel libraries: entries made of buffers and launches
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+ArtifactSpec kernelLibrarySpec() {
+  ArtifactSpec a;
+  a.target.name = "sm_90a";
+  std::string ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n";
+  a.kernels.push_back({"kda_prefill", KernelKind::kPtx,
+                       std::vector<uint8_t>(ptx.begin(), ptx.end())});
+  a.kernels.push_back({"kda_prefill", KernelKind::kCubin, {0x7f, 'E', 'L', 'F', 2, 1}});
+  EntrySpec e;
+  e.name = "prefill";
+  e.symbol = "prefill";
+  e.kernel = 0;
+  BufferSpec cu{"cu_seqlens", BufferKind::kConstant, DType::kI32, {2}, {}};
+  cu.data = {0, 0, 0, 0, 64, 0, 0, 0};
+  e.buffers = {{"q", BufferKind::kInput, DType::kBF16, {1, 64, 2, 128}, {}},
+               {"state", BufferKind::kInOut, DType::kF32, {1, 2, 128, 128}, {}},
+               {"out", BufferKind::kOutput, DType::kBF16, {1, 64, 2, 128}, {}},
+               {"kda.qg", BufferKind::kTemporary, DType::kBF16, {5, 2, 16, 128}, {}},
+               cu};
+  LaunchSpec prep;
+  prep.kernel = 0;
+  prep.function = "kda_prep";
+  prep.grid = {5, 2, 1};
+  prep.block = {64, 1, 1};
+  prep.args = {0, 4, 3};
+  LaunchSpec recur = prep;
+  recur.function = "kda_recur";
+  recur.grid = {2, 1, 1};
+  recur.block = {256, 1, 1};
+  recur.args = {3, 1, 2};
+  e.launches = {prep, recur};
+  a.entries.push_back(e);
+  return a;
+}
+
+} // namespace
+
+TEST(KernelLibrary, RoundTripKeepsBuffersAndLaunches) {
+  ArtifactSpec spec = kernelLibrarySpec();
+  auto bytes = ArtifactWriter(spec).finish();
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  auto back = ArtifactReader::readBytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  EXPECT_TRUE(back->isKernelLibrary());
+  const EntrySpec &e = back->entries[0];
+  ASSERT_EQ(e.buffers.size(), spec.entries[0].buffers.size());
+  for (size_t i = 0; i < e.buffers.size(); ++i) {
+    EXPECT_EQ(e.buffers[i].name, spec.entries[0].buffers[i].name);
+    EXPECT_EQ(e.buffers[i].kind, spec.entries[0].buffers[i].kind);
+    EXPECT_EQ(e.buffers[i].dtype, spec.entries[0].buffers[i].dtype);
+    EXPECT_EQ(e.buffers[i].shape, spec.entries[0].buffers[i].shape);
+    EXPECT_EQ(e.buffers[i].data, spec.entries[0].buffers[i].data);
+  }
+  ASSERT_EQ(e.launches.size(), 2u);
+  EXPECT_EQ(e.launches[1].function, "kda_recur");
+  EXPECT_EQ(e.launches[1].grid, (std::array<uint32_t, 3>{2, 1, 1}));
+  EXPECT_EQ(e.launches[1].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(e.launches[1].args, (std::vector<uint32_t>{3, 1, 2}));
+  EXPECT_EQ(e.findBuffer("state"), 1);
+  EXPECT_EQ(e.buffers[3].bytes(), size_t(5 * 2 * 16 * 128 * 2));
+}
+
+TEST(KernelLibrary, SemanticChecksNameWhatAndWhere) {
+  std::vector<SemanticCase> cases = {
+      {"cpu target", [](ArtifactSpec &a) { a.target.name = "cpu"; },
+       "target: a kernel library needs a GPU target, got 'cpu'"},
+      {"shared object", [](ArtifactSpec &a) { a.kernels[1].kind = KernelKind::kCpuSharedObject; },
+       "kernel 1 'kda_prefill': kind cpu_shared_object in a GPU kernel library"},
+      {"empty ptx", [](ArtifactSpec &a) { a.kernels[0].image.clear(); },
+       "kernel 0 'kda_prefill': empty image"},
+      {"no buffers", [](ArtifactSpec &a) { a.entries[0].buffers.clear(); },
+       "entry 0 'prefill': a GPU entry without buffers"},
+      {"duplicate buffer", [](ArtifactSpec &a) { a.entries[0].buffers[2].name = "q"; },
+       "entry 0 'prefill': buffer 2 'q': duplicate buffer name"},
+      {"dynamic buffer", [](ArtifactSpec &a) { a.entries[0].buffers[0].shape[1] = -1; },
+       "buffer 0 'q': dimension 1 is -1 (GPU buffers are static)"},
+      {"buffer kind", [](ArtifactSpec &a) { a.entries[0].buffers[0].kind = static_cast<BufferKind>(9); },
+       "buffer 0 'q': invalid kind 9"},
+      {"constant size", [](ArtifactSpec &a) { a.entries[0].buffers[4].data.pop_back(); },
+       "buffer 4 'cu_seqlens': constant data holds 7 bytes, the shape needs 8"},
+      {"data on temporary", [](ArtifactSpec &a) { a.entries[0].buffers[3].data = {1}; },
+       "buffer 3 'kda.qg': a temporary buffer carries data"},
+      {"launch kernel", [](ArtifactSpec &a) { a.entries[0].launches[0].kernel = 5; },
+       "launch 0 'kda_prep': kernel index 5 out of range (2 kernels)"},
+      {"launch grid", [](ArtifactSpec &a) { a.entries[0].launches[1].grid[2] = 0; },
+       "launch 1 'kda_recur': grid and block need 3 positive dimensions"},
+      {"launch block", [](ArtifactSpec &a) { a.entries[0].launches[1].block = {64, 32, 1}; },
+       "launch 1 'kda_recur': block of 2048 threads exceeds 1024"},
+      {"launch arg", [](ArtifactSpec &a) { a.entries[0].launches[1].args[2] = 5; },
+       "launch 1 'kda_recur': argument 2 names buffer 5 of 5"},
+      {"no function", [](ArtifactSpec &a) { a.entries[0].launches[0].function.clear(); },
+       "launch 0 '': empty function name"},
+      {"weights", [](ArtifactSpec &a) { a.weights.push_back({"w", {}, {4}, DType::kF32, "s"}); },
+       "a GPU kernel library carries no weights"},
+  };
+  for (const SemanticCase &c : cases) {
+    ArtifactSpec spec = kernelLibrarySpec();
+    c.mutate(spec);
+    std::string error = readError(serializeArtifact(spec));
+    EXPECT_NE(error.find(c.message), std::string::npos)
+        << c.what << ": got \"" << error << "\"";
+    EXPECT_FALSE(ArtifactWriter(spec).finish().isOk()) << c.what;
+  }
+}
+
+TEST(KernelLibrary, TruncationsAndByteFlipsAreCleanErrors) {
+  auto bytes = ArtifactWriter(kernelLibrarySpec()).finish();
+  ASSERT_TRUE(bytes.isOk());
+  for (size_t n = 0; n < bytes->size(); ++n) {
+    std::vector<uint8_t> cut(bytes->begin(), bytes->begin() + n);
+    ASSERT_NE(readError(cut).find("artifact truncated"), std::string::npos) << n;
+  }
+  std::mt19937_64 rng(2911);
+  int rejected = 0;
+  for (int iter = 0; iter < 1000; ++iter) {
+    std::vector<uint8_t> flipped = *bytes;
+    for (int f = 0; f < 1 + static_cast<int>(rng() % 4); ++f)
+      flipped[12 + rng() % (flipped.size() - 12)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    auto spec = ArtifactReader::readBytes(flipped.data(), flipped.size());
+    if (!spec.isOk()) {
+      ++rejected;
+      EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArtifact);
+      continue;
+    }
+    EXPECT_TRUE(validateArtifact(spec.value()).isOk());
+  }
+  EXPECT_GT(rejected, 100);
+}

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/cuda_device.h"
+#include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
 
@@ -99,52 +100,6 @@ DONE:
     ret;
 }
 )PTX";
-
-bool gpuRequired() {
-  const char *v = std::getenv("KIMI_REQUIRE_GPU");
-  return v && std::string(v) == "1";
-}
-
-// The device, or the reason there is none (then the test skips).
-struct Gpu {
-  std::unique_ptr<CudaDevice> device;
-  std::string reason;
-};
-
-Gpu &gpu() {
-  static Gpu g = [] {
-    Gpu r;
-    auto count = CudaDevice::count();
-    if (!count) {
-      r.reason = count.status().message();
-      return r;
-    }
-    if (*count == 0) {
-      r.reason = "no CUDA device";
-      return r;
-    }
-    auto device = CudaDevice::open(0);
-    if (!device) {
-      r.reason = "opening device 0 failed: " + device.status().message();
-      return r;
-    }
-    r.device = std::move(device.value());
-    std::printf("[ cuda     ] %s\n", r.device->describe().c_str());
-    return r;
-  }();
-  if (g.device)
-    (void)g.device->makeCurrent();
-  return g;
-}
-
-#define KIMI_GPU_OR_SKIP(dev)                                                  \
-  Gpu &gpu_ = gpu();                                                           \
-  if (!gpu_.device) {                                                          \
-    if (gpuRequired())                                                         \
-      FAIL() << "KIMI_REQUIRE_GPU=1 but: " << gpu_.reason;                     \
-    GTEST_SKIP() << gpu_.reason;                                               \
-  }                                                                            \
-  CudaDevice &dev = *gpu_.device
 
 #define VALUE_OR_FAIL(lhs, expr)                                               \
   auto lhs##_or = (expr);                                                      \
