@@ -457,8 +457,15 @@ LogicalResult KdaOp::verify() {
       failed(sv.sameDim("final_state", fs, 2, "q", q, 3, "key dim dk")) ||
       failed(sv.sameDim("final_state", fs, 3, "v", v, 3, "value dim dv")))
     return failure();
-  if (Value st = getInitialState())
-    return sv.sameShape("initial_state", st, "final_state", fs);
+  if (Value st = getInitialState()) {
+    if (failed(sv.sameShape("initial_state", st, "final_state", fs)))
+      return failure();
+    Type a = cast<ShapedType>(st.getType()).getElementType();
+    Type b = cast<ShapedType>(fs.getType()).getElementType();
+    if (a != b)
+      return emitOpError() << "'initial_state' (" << a << ") and 'final_state' ("
+                           << b << ") must share one element type";
+  }
   return success();
 }
 

@@ -264,7 +264,10 @@ def Kimi_KdaOp : Kimi_Op<"kda", [Pure, AttrSizedOperandSegments]> {
     and returns `o : [B, T, H, dv]` and the final state `[B, H, dk, dv]`
     (f32). `decay`, set by `kimi-chunk-kda`, records the proven bound and the
     chunked strategy; it does not change the semantics. `g` may be f32 or
-    the activation type (bf16 log decay read from memory).
+    the activation type (bf16 log decay read from memory). The state is
+    computed in f32 whatever its storage type: `initial_state` and
+    `final_state` share one element type, f32 or (to halve the state's
+    memory) bf16/f16, rounded once per call.
 
     Variable-length batches: with `cu_seqlens : [N + 1]` (i32, starts of N
     sequences packed along T, `cu_seqlens[0] = 0`, `cu_seqlens[N] = T`) the
@@ -274,11 +277,11 @@ def Kimi_KdaOp : Kimi_Op<"kda", [Pure, AttrSizedOperandSegments]> {
   }];
   let arguments = (ins Kimi_ActTensor:$q, Kimi_ActTensor:$k, Kimi_ActTensor:$v,
                        Kimi_ActTensor:$g, Kimi_ActTensor:$beta,
-                       Optional<Kimi_F32Tensor>:$initial_state,
+                       Optional<Kimi_ActTensor>:$initial_state,
                        Optional<TensorOf<[I32]>>:$cu_seqlens,
                        Kimi_PositiveF64:$scale,
                        OptionalAttr<Kimi_DecayAttr>:$decay);
-  let results = (outs Kimi_ActTensor:$out, Kimi_F32Tensor:$final_state);
+  let results = (outs Kimi_ActTensor:$out, Kimi_ActTensor:$final_state);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $g `,` $beta (`initial_state` $initial_state^)?
     (`cu_seqlens` $cu_seqlens^)? `scale` `(` $scale `)` attr-dict `:`

@@ -10,6 +10,7 @@
 
 #include "dialects/Kimi/KimiOps.h"
 #include "lowering/KimiToLinalg/KdaChunkEmitter.h"
+#include "lowering/KimiToLinalg/LinalgBuilders.h"
 #include "lowering/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -105,7 +106,14 @@ struct LowerChunkedKda : OpRewritePattern<KdaOp> {
     Value outInit = tensor::EmptyOp::create(b, loc, outType.getShape(),
                                             outType.getElementType());
     Value stInit = tensor::EmptyOp::create(b, loc, stType.getShape(), f32);
+    // The state is computed in f32; a bf16/f16 state is widened on entry
+    // and rounded once on exit.
+    auto passThrough = [](OpBuilder &, Location, ValueRange a) { return a[0]; };
     Value initialState = op.getInitialState();
+    if (initialState && !lowering::typeOf(initialState).getElementType().isF32())
+      initialState = lowering::elementwise(
+          b, loc, RankedTensorType::get(stType.getShape(), f32), {initialState},
+          passThrough);
 
     // One chunk of n tokens starting at t0: loads, emits, stores the output.
     auto chunkStep = [&](OpBuilder &nb, Location nl, Value bi, Value hi,
@@ -186,7 +194,10 @@ struct LowerChunkedKda : OpRewritePattern<KdaOp> {
               });
           scf::YieldOp::create(bb, bl, headLoop.getResults());
         });
-    rewriter.replaceOp(op, batchLoop.getResults());
+    Value finalState = batchLoop.getResult(1);
+    if (!stType.getElementType().isF32())
+      finalState = lowering::elementwise(b, loc, stType, {finalState}, passThrough);
+    rewriter.replaceOp(op, ValueRange{batchLoop.getResult(0), finalState});
     return success();
   }
 };

@@ -48,6 +48,10 @@ LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &s, std::string &why) {
     why = "g must be bf16 or f32";
     return failure();
   }
+  if (!s.stateType || !(s.stateType.isF32() || s.stateType.isBF16() || s.stateType.isF16())) {
+    why = "the state must be stored as f32, bf16 or f16";
+    return failure();
+  }
   return success();
 }
 
@@ -62,7 +66,7 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   SmallVector<Type> args = {
       flatMemRef(s.actType, BH * DK), flatMemRef(s.actType, BH * DK),
       flatMemRef(s.actType, BH * DV), flatMemRef(s.gateType, BH * DK),
-      flatMemRef(s.actType, BH),      flatMemRef(f32, BH * DK * DV),
+      flatMemRef(s.actType, BH),      flatMemRef(s.stateType, BH * DK * DV),
       flatMemRef(s.actType, BH * DV)};
   const bool fused = s.gate.form != KdaGateFusion::Form::None;
   if (fused) {
@@ -114,7 +118,10 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   for (int64_t r = 0; r < rows; ++r) {
     rowIdx[r] = e.add(e.mul(warp, e.idx(rows)), e.idx(r));
     Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
-    sd[r] = vector::LoadOp::create(b, loc, vecType, state, ValueRange{at});
+    sd[r] = vector::LoadOp::create(b, loc, VectorType::get({cpl}, s.stateType), state,
+                                   ValueRange{at});
+    if (!s.stateType.isF32())
+      sd[r] = arith::ExtFOp::create(b, loc, vecType, sd[r]);
   }
   Value part = splat(e.f32(0.0));
   for (int64_t r = 0; r < rows; ++r) {
@@ -143,7 +150,10 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   for (int64_t r = 0; r < rows; ++r) {
     Value sn = e.fadd(sd[r], e.fmul(splat(e.load(kS, rowIdx[r])), u));
     Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
-    vector::StoreOp::create(b, loc, sn, state, ValueRange{at});
+    Value stored = sn;
+    if (!s.stateType.isF32())
+      stored = arith::TruncFOp::create(b, loc, VectorType::get({cpl}, s.stateType), sn);
+    vector::StoreOp::create(b, loc, stored, state, ValueRange{at});
     opart = e.fadd(opart, e.fmul(sn, splat(e.load(qS, rowIdx[r]))));
   }
   e.barrier(); // every warp has read `red` before it is reused

@@ -146,7 +146,8 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
 
   bool decode = T == 1 && !op.getCuSeqlens();
   if (decode) {
-    KdaDecodeShape s{B, H, DK, DV, act, gate, scale, fusion};
+    Type stateElt = cast<RankedTensorType>(op.getFinalState().getType()).getElementType();
+    KdaDecodeShape s{B, H, DK, DV, act, gate, scale, fusion, stateElt};
     if (failed(verifyKdaDecodeShape(s, why)))
       return op.emitOpError("cannot run on the GPU: ") << why, failure();
     if (!op.getInitialState())
@@ -159,7 +160,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
     uint32_t iv = pb.add("v", K::kInput, act, asVec(v.getShape()));
     uint32_t ig = pb.add(gName, K::kInput, gate, asVec(g.getShape()));
     uint32_t ib = pb.add("beta", K::kInput, act, {B, T, H});
-    uint32_t is = pb.add("state", K::kInOut, b.getF32Type(), {B, H, DK, DV});
+    uint32_t is = pb.add("state", K::kInOut, stateElt, {B, H, DK, DV});
     uint32_t io = pb.add("out", K::kOutput, act, asVec(v.getShape()));
     std::vector<uint32_t> args = {iq, ik, iv, ig, ib, is, io};
     for (uint32_t extra : addGateBuffers(pb))
@@ -185,6 +186,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   s.denseDiagonal = decay.getDiag() == DiagStrategy::dense;
   s.hasInitialState = static_cast<bool>(op.getInitialState());
   s.gate = fusion;
+  s.stateType = cast<RankedTensorType>(op.getFinalState().getType()).getElementType();
   int64_t maxChunks = ceilDiv(op.getCuSeqlens() ? tokens : T, kKdaChunk);
   // Value-column split first (it multiplies the blocks without extra
   // work), then the sequence split over what is still idle.
@@ -214,7 +216,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   std::vector<uint32_t> gateArgs = addGateBuffers(pb);
   uint32_t ih0 = 0;
   if (s.hasInitialState)
-    ih0 = pb.add("initial_state", K::kInput, f32, {N, H, DK, DV});
+    ih0 = pb.add("initial_state", K::kInput, s.stateType, {N, H, DK, DV});
   uint32_t icu;
   if (op.getCuSeqlens()) {
     icu = pb.add("cu_seqlens", K::kInput, i32, {N + 1});
@@ -229,7 +231,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
     std::memcpy(data.data(), cu.data(), data.size());
   }
   uint32_t io = pb.add("out", K::kOutput, act, asVec(v.getShape()));
-  uint32_t iht = pb.add("final_state", K::kOutput, f32, {N, H, DK, DV});
+  uint32_t iht = pb.add("final_state", K::kOutput, s.stateType, {N, H, DK, DV});
   const int64_t slots = s.slots(), C = kKdaChunk, P = s.segments;
   uint32_t tqg = pb.add("kda.qg", K::kTemporary, bf16, {slots, H, C, DK});
   uint32_t tkg = pb.add("kda.kg", K::kTemporary, bf16, {slots, H, C, DK});

@@ -58,6 +58,9 @@ struct KdaPrefillShape {
   int64_t valueSplit = 1;
   bool hasInitialState = true;
   KdaGateFusion gate;
+  /// Storage type of h0/ht (f32, or bf16/f16 to halve the state's bytes);
+  /// the state is always computed in f32.
+  mlir::Type stateType;
 
   int64_t slots() const { return tokens / kKdaChunk + sequences; }
 };
@@ -112,6 +115,7 @@ struct KdaDecodeShape {
   mlir::Type actType, gateType;
   double scale = 1.0;
   KdaGateFusion gate;
+  mlir::Type stateType; // f32, bf16 or f16 storage of the in-place state
 };
 llvm::LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &shape,
                                          std::string &why);

@@ -57,6 +57,8 @@ LogicalResult verifyKdaPrefillShape(const KdaPrefillShape &s, std::string &why) 
     return fail("q/k/v/beta/o must be bf16 or f16 on the GPU path");
   if (!s.gateType || !(s.gateType.isBF16() || s.gateType.isF32()))
     return fail("g must be bf16 or f32 on the GPU path");
+  if (!s.stateType || !(s.stateType.isF32() || s.stateType.isBF16() || s.stateType.isF16()))
+    return fail("the state must be stored as f32, bf16 or f16");
   return success();
 }
 

@@ -106,7 +106,7 @@ public:
       for (int el = 0; el < 4; ++el) {
         Value row = stateRow(n, el), col = stateCol(el);
         if (buffer) {
-          st.push_back(e.load(buffer, e.add(base, e.add(e.mul(row, e.idx(W)), col))));
+          st.push_back(e.toF32(e.load(buffer, e.add(base, e.add(e.mul(row, e.idx(W)), col)))));
         } else {
           Value one = e.select(e.eq(row, col), e.f32(1.0), e.f32(0.0));
           st.push_back(identity ? e.select(identity, one, e.f32(0.0)) : e.f32(0.0));
@@ -116,9 +116,10 @@ public:
   }
 
   void storeState(ArrayRef<Value> st, Value buffer, Value base) {
+    Type elt = cast<MemRefType>(buffer.getType()).getElementType();
     for (int64_t n = 0; n < DK / 8; ++n)
       for (int el = 0; el < 4; ++el)
-        e.store(st[n * 4 + el], buffer,
+        e.store(e.fromF32(st[n * 4 + el], elt), buffer,
                 e.add(base, e.add(e.mul(stateRow(n, el), e.idx(W)), stateCol(el))));
   }
 
@@ -359,8 +360,8 @@ mlir::gpu::GPUFuncOp emitKdaRecurrenceKernel(OpBuilder &b, Location loc,
       flatMemRef(bf16, slots * H * C * DK), flatMemRef(bf16, slots * H * C * DK),
       flatMemRef(bf16, slots * H * C * DK), flatMemRef(bf16, slots * H * C * C),
       flatMemRef(bf16, slots * H * C * C), flatMemRef(f32, slots * H * DK),
-      flatMemRef(f32, N * H * P * DK * DV), flatMemRef(s.actType, T * H * DV),
-      flatMemRef(f32, N * H * DK * DV)};
+      flatMemRef(P == 1 ? s.stateType : f32, N * H * P * DK * DV),
+      flatMemRef(s.actType, T * H * DV), flatMemRef(s.stateType, N * H * DK * DV)};
   GPUFuncOpAndEmitter k(b, loc, module, "kda_recur", args,
                         {static_cast<int32_t>(2 * DV / s.valueSplit), 1, 1});
   KernelEmitter &e = k.e;
@@ -449,7 +450,7 @@ mlir::gpu::GPUFuncOp emitKdaFoldKernel(OpBuilder &b, Location loc,
   const int64_t H = s.heads, DK = s.dk, W = s.dv, N = s.sequences, P = s.segments;
   constexpr int64_t kThreads = 256;
   Type f32 = b.getF32Type();
-  SmallVector<Type> args = {flatMemRef(f32, N * H * DK * W),
+  SmallVector<Type> args = {flatMemRef(s.stateType, N * H * DK * W),
                             flatMemRef(f32, N * H * (P - 1) * DK * DK),
                             flatMemRef(f32, N * H * (P - 1) * DK * W),
                             flatMemRef(f32, N * H * P * DK * W)};
@@ -477,8 +478,8 @@ mlir::gpu::GPUFuncOp emitKdaFoldKernel(OpBuilder &b, Location loc,
   for (int64_t rr = 0; rr < rows; ++rr) {
     Value i = e.add(rowBase, e.idx(rr));
     Value v = s.hasInitialState
-                  ? e.load(h0, e.add(e.mul(seqHead, e.idx(DK * W)),
-                                     e.add(e.mul(i, e.idx(W)), j)))
+                  ? e.toF32(e.load(h0, e.add(e.mul(seqHead, e.idx(DK * W)),
+                                             e.add(e.mul(i, e.idx(W)), j))))
                   : e.f32(0.0);
     e.store(v, sIn, sAt(e.idx(0), i));
   }

@@ -150,3 +150,20 @@ func.func @not_chunked(%q: tensor<1x4x1x8xf32>, %k: tensor<1x4x1x8xf32>, %v: ten
   %o, %f = kimi.kda %q, %k, %v, %g, %beta scale(0.35355339059327373) : (tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1xf32>) -> (tensor<1x4x1x4xf32>, tensor<1x1x8x4xf32>)
   return %o, %f : tensor<1x4x1x4xf32>, tensor<1x1x8x4xf32>
 }
+
+// -----
+
+// A bf16 state is widened to f32 once before the loops and rounded once
+// after them; the recurrence itself stays f32.
+// CHECK-LABEL: func.func @bf16_state
+// CHECK: %[[WIDE:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x1x8x4xbf16>) outs(%{{.*}} : tensor<1x1x8x4xf32>)
+// CHECK: arith.extf
+// CHECK: %[[LOOP:.*]]:2 = scf.for
+// CHECK: tensor.extract_slice %[[WIDE]]
+// CHECK: linalg.generic {{.*}} ins(%[[LOOP]]#1 : tensor<1x1x8x4xf32>) outs(%{{.*}} : tensor<1x1x8x4xbf16>)
+// CHECK: arith.truncf
+// CHECK: return %[[LOOP]]#0, %{{.*}} : tensor<1x20x1x4xf32>, tensor<1x1x8x4xbf16>
+func.func @bf16_state(%q: tensor<1x20x1x8xf32>, %k: tensor<1x20x1x8xf32>, %v: tensor<1x20x1x4xf32>, %g: tensor<1x20x1x8xf32>, %beta: tensor<1x20x1xf32>, %s0: tensor<1x1x8x4xbf16>) -> (tensor<1x20x1x4xf32>, tensor<1x1x8x4xbf16>) {
+  %o, %f = kimi.kda %q, %k, %v, %g, %beta initial_state %s0 scale(0.35355339059327373) {decay = #kimi.decay<lower = -5.0, chunk = 16, diag = dense>} : (tensor<1x20x1x8xf32>, tensor<1x20x1x8xf32>, tensor<1x20x1x4xf32>, tensor<1x20x1x8xf32>, tensor<1x20x1xf32>, tensor<1x1x8x4xbf16>) -> (tensor<1x20x1x4xf32>, tensor<1x1x8x4xbf16>)
+  return %o, %f : tensor<1x20x1x4xf32>, tensor<1x1x8x4xbf16>
+}

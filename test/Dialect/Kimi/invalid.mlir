@@ -769,6 +769,14 @@ func.func @kda_varlen_offsets(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf1
 
 // -----
 
+func.func @kda_state_types(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x8x4xbf16>, %s0: tensor<1x4x64x32xbf16>) {
+  // expected-error @+1 {{'kimi.kda' op 'initial_state' ('bf16') and 'final_state' ('f32') must share one element type}}
+  %o, %s = kimi.kda %q, %k, %v, %g, %b initial_state %s0 scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>, tensor<1x4x64x32xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)
+  return
+}
+
+// -----
+
 func.func @kda_beta_tokens(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>, %g: tensor<1x8x4x64xf32>, %b: tensor<1x4x4xbf16>) {
   // expected-error @+1 {{'kimi.kda' op [B, T, H] mismatch: dimension 1 of 'beta' is 4 but dimension 1 of 'q' is 8}}
   %o, %s = kimi.kda %q, %k, %v, %g, %b scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x4x4xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xf32>)

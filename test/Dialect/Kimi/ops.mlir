@@ -142,3 +142,14 @@ func.func @kda_varlen(%q: tensor<1x40x4x64xbf16>, %k: tensor<1x40x4x64xbf16>, %v
   %o, %s = kimi.kda %q, %k, %v, %g, %b initial_state %s0 cu_seqlens %cu scale(0.125) : (tensor<1x40x4x64xbf16>, tensor<1x40x4x64xbf16>, tensor<1x40x4x32xbf16>, tensor<1x40x4x64xbf16>, tensor<1x40x4xbf16>, tensor<3x4x64x32xf32>, tensor<4xi32>) -> (tensor<1x40x4x32xbf16>, tensor<3x4x64x32xf32>)
   return
 }
+
+// -----
+
+// bf16 state storage.
+// CHECK-LABEL: func.func @kda_bf16_state
+// CHECK: kimi.kda {{.*}} initial_state %{{.*}} scale(1.250000e-01) : ({{.*}}, tensor<1x4x64x32xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xbf16>)
+func.func @kda_bf16_state(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, %v: tensor<1x8x4x32xbf16>,
+                          %g: tensor<1x8x4x64xf32>, %b: tensor<1x8x4xbf16>, %s0: tensor<1x4x64x32xbf16>) {
+  %o, %s = kimi.kda %q, %k, %v, %g, %b initial_state %s0 scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>, tensor<1x4x64x32xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xbf16>)
+  return
+}
