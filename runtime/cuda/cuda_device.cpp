@@ -240,6 +240,40 @@ StatusOr<float> CudaEvent::elapsedMs(const CudaEvent &start, const CudaEvent &en
 }
 
 //===----------------------------------------------------------------------===//
+// CudaGraph
+//===----------------------------------------------------------------------===//
+
+StatusOr<std::unique_ptr<CudaGraph>>
+CudaGraph::capture(const CudaDevice &device, const CudaStream &stream,
+                   const std::function<Status()> &enqueue) {
+  std::unique_ptr<CudaGraph> graph(new CudaGraph());
+  graph->device_ = &device;
+  KIMI_CU(device, cuStreamBeginCapture, stream.handle(),
+          cuda::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  Status enqueued = enqueue();
+  // End the capture whatever happened, so the stream is usable again.
+  Status ended = device.driver().check(
+      device.driver().cuStreamEndCapture(stream.handle(), &graph->graph_),
+      "cuStreamEndCapture");
+  KIMI_RETURN_IF_ERROR(enqueued);
+  KIMI_RETURN_IF_ERROR(ended);
+  KIMI_CU(device, cuGraphInstantiateWithFlags, &graph->exec_, graph->graph_, 0);
+  return graph;
+}
+
+CudaGraph::~CudaGraph() {
+  if (exec_)
+    (void)device_->driver().cuGraphExecDestroy(exec_);
+  if (graph_)
+    (void)device_->driver().cuGraphDestroy(graph_);
+}
+
+Status CudaGraph::launch(const CudaStream &stream) const {
+  KIMI_CU(*device_, cuGraphLaunch, exec_, stream.handle());
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
 // CudaModule, CudaKernel
 //===----------------------------------------------------------------------===//
 

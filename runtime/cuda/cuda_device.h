@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -146,6 +147,30 @@ private:
   CudaEvent() = default;
   const CudaDevice *device_ = nullptr;
   cuda::CUevent event_ = nullptr;
+};
+
+/// An instantiated CUDA graph: work captured from a stream once, replayed
+/// with one launch (what the decode step of a model wants: many small
+/// kernels, no per-kernel launch gaps). Device addresses and kernel
+/// arguments are baked in at capture.
+class CudaGraph {
+public:
+  /// Captures the work `enqueue` puts on `stream` (a created stream, not the
+  /// legacy default one) and instantiates it. Nothing runs during capture.
+  static StatusOr<std::unique_ptr<CudaGraph>>
+  capture(const CudaDevice &device, const CudaStream &stream,
+          const std::function<Status()> &enqueue);
+  ~CudaGraph();
+  CudaGraph(const CudaGraph &) = delete;
+  CudaGraph &operator=(const CudaGraph &) = delete;
+  /// Replays the graph on `stream` (asynchronous).
+  Status launch(const CudaStream &stream) const;
+
+private:
+  CudaGraph() = default;
+  const CudaDevice *device_ = nullptr;
+  cuda::CUgraph graph_ = nullptr;
+  cuda::CUgraphExec exec_ = nullptr;
 };
 
 struct Dim3 {

@@ -96,6 +96,19 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
     "cuEventRecord")                                                           \
   X(cuEventSynchronize, cuda::CUresult (*)(cuda::CUevent),                     \
     "cuEventSynchronize")                                                      \
+  X(cuStreamBeginCapture,                                                      \
+    cuda::CUresult (*)(cuda::CUstream, cuda::CUstreamCaptureMode),             \
+    "cuStreamBeginCapture_v2")                                                 \
+  X(cuStreamEndCapture, cuda::CUresult (*)(cuda::CUstream, cuda::CUgraph *),   \
+    "cuStreamEndCapture")                                                      \
+  X(cuGraphInstantiateWithFlags,                                               \
+    cuda::CUresult (*)(cuda::CUgraphExec *, cuda::CUgraph, unsigned long long), \
+    "cuGraphInstantiateWithFlags")                                             \
+  X(cuGraphLaunch, cuda::CUresult (*)(cuda::CUgraphExec, cuda::CUstream),      \
+    "cuGraphLaunch")                                                           \
+  X(cuGraphExecDestroy, cuda::CUresult (*)(cuda::CUgraphExec),                 \
+    "cuGraphExecDestroy")                                                      \
+  X(cuGraphDestroy, cuda::CUresult (*)(cuda::CUgraph), "cuGraphDestroy")       \
   X(cuEventElapsedTime,                                                        \
     cuda::CUresult (*)(float *, cuda::CUevent, cuda::CUevent),                 \
     "cuEventElapsedTime_v2", "cuEventElapsedTime")

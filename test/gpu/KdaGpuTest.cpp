@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 
@@ -130,6 +131,28 @@ void reference(const KdaCase &c, std::map<std::string, bench::HostTensor> &in,
     }
 }
 
+/// Device memory for every caller buffer of `entry`, bound; inputs uploaded,
+/// outputs poisoned with NaN (0xFF bytes in bf16 and f32).
+void bindBuffers(GpuEntry &entry, const CudaDevice &dev,
+                 std::map<std::string, bench::HostTensor> &inputs,
+                 std::map<std::string, DeviceBuffer> &mem) {
+  for (const BufferSpec &b : entry.spec().buffers) {
+    if (b.kind == BufferKind::kTemporary || b.kind == BufferKind::kConstant)
+      continue;
+    auto buf = DeviceBuffer::allocate(dev, b.bytes());
+    ASSERT_TRUE(buf.isOk()) << buf.status().message();
+    if (inputs.count(b.name)) {
+      ASSERT_TRUE(buf->upload(inputs[b.name].bytes.data(), b.bytes()).isOk());
+    } else {
+      std::vector<uint8_t> poison(b.bytes(), 0xFF);
+      ASSERT_TRUE(buf->upload(poison.data(), poison.size()).isOk());
+    }
+    ASSERT_TRUE(entry.bind(b.name, *buf).isOk());
+    mem.erase(b.name);
+    mem.emplace(b.name, std::move(*buf));
+  }
+}
+
 class KdaGpu : public ::testing::TestWithParam<KdaCase> {};
 
 TEST_P(KdaGpu, ArtifactIsAValidKernelLibrary) {
@@ -172,20 +195,7 @@ TEST_P(KdaGpu, MatchesFloat64Reference) {
   auto inputs = bench::makeKdaInputs((*entry)->spec(), opts);
 
   std::map<std::string, DeviceBuffer> mem;
-  for (const BufferSpec &b : (*entry)->spec().buffers) {
-    if (b.kind == BufferKind::kTemporary || b.kind == BufferKind::kConstant)
-      continue;
-    auto buf = DeviceBuffer::allocate(dev, b.bytes());
-    ASSERT_TRUE(buf.isOk()) << buf.status().message();
-    if (inputs.count(b.name)) {
-      ASSERT_TRUE(buf->upload(inputs[b.name].bytes.data(), b.bytes()).isOk());
-    } else {
-      std::vector<uint8_t> poison(b.bytes(), 0xFF); // NaN in bf16 and f32
-      ASSERT_TRUE(buf->upload(poison.data(), poison.size()).isOk());
-    }
-    ASSERT_TRUE((*entry)->bind(b.name, *buf).isOk());
-    mem.emplace(b.name, std::move(*buf));
-  }
+  ASSERT_NO_FATAL_FAILURE(bindBuffers(**entry, dev, inputs, mem));
   Status run = (*entry)->run();
   ASSERT_TRUE(run.isOk()) << run.message();
   ASSERT_TRUE(dev.synchronize().isOk());
@@ -208,6 +218,54 @@ TEST_P(KdaGpu, MatchesFloat64Reference) {
   std::printf("[ error    ] %s: out %.3e, final state %.3e\n", c.entry, eo, es);
   EXPECT_LT(eo, 1e-2);
   EXPECT_LT(es, 1e-2);
+}
+
+// The entry captured as a CUDA graph (the decode-step mechanism) replays
+// bit for bit what direct launches compute.
+TEST_P(KdaGpu, GraphReplayMatchesDirectLaunches) {
+  const KdaCase &c = GetParam();
+  KIMI_GPU_OR_SKIP(dev);
+  auto spec = ArtifactReader::readFile(artifactPath(c.entry));
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto entry = GpuEntry::load(dev, *spec, c.entry);
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+  auto stream = CudaStream::create(dev);
+  ASSERT_TRUE(stream.isOk()) << stream.status().message();
+  bench::KdaInputOptions opts;
+  opts.seed = std::random_device{}();
+  opts.cuSeqlens = c.cuSeqlens;
+  auto inputs = bench::makeKdaInputs((*entry)->spec(), opts);
+  std::map<std::string, DeviceBuffer> mem;
+  ASSERT_NO_FATAL_FAILURE(bindBuffers(**entry, dev, inputs, mem));
+  std::unique_ptr<CudaGraph> graph;
+  {
+    auto g = CudaGraph::capture(dev, **stream, [&] { return (*entry)->run(stream->get()); });
+    ASSERT_TRUE(g.isOk()) << g.status().message();
+    graph = std::move(*g);
+  }
+  // Run from the same inputs (an inout state is reset) and keep the bytes of
+  // every written buffer.
+  auto runOnce = [&](const std::function<Status()> &enqueue) {
+    std::map<std::string, std::vector<uint8_t>> out;
+    for (const BufferSpec &b : (*entry)->spec().buffers) {
+      if (b.kind == BufferKind::kInput || b.kind == BufferKind::kInOut)
+        EXPECT_TRUE(mem.at(b.name).upload(inputs[b.name].bytes.data(), b.bytes()).isOk());
+    }
+    EXPECT_TRUE(enqueue().isOk());
+    EXPECT_TRUE((*stream)->synchronize().isOk());
+    for (const BufferSpec &b : (*entry)->spec().buffers)
+      if (b.kind == BufferKind::kOutput || b.kind == BufferKind::kInOut) {
+        std::vector<uint8_t> bytes(b.bytes());
+        EXPECT_TRUE(mem.at(b.name).download(bytes.data(), bytes.size()).isOk());
+        out[b.name] = std::move(bytes);
+      }
+    return out;
+  };
+  auto direct = runOnce([&] { return (*entry)->run(stream->get()); });
+  auto replay = runOnce([&] { return graph->launch(**stream); });
+  ASSERT_EQ(direct.size(), replay.size());
+  for (const auto &[name, bytes] : direct)
+    EXPECT_TRUE(bytes == replay.at(name)) << name << " differs between graph replay and launches";
 }
 
 INSTANTIATE_TEST_SUITE_P(Entries, KdaGpu, ::testing::ValuesIn(kCases),
