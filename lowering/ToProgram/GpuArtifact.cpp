@@ -3,6 +3,7 @@
 #include "lowering/ToProgram/GpuArtifact.h"
 
 #include "dialects/Kimi/KimiOps.h"
+#include "lowering/ToGPU/AttnResKernel.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -19,27 +20,38 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), m.c_str());
   };
   for (auto func : module.getOps<func::FuncOp>()) {
+    // What the function holds decides the entry: one kimi.kda (with the
+    // kimi.kda_gate feeding it), or one kimi.attn_res (with one kimi.rms_norm
+    // of its result).
     SmallVector<KdaOp> kdas;
-    bool other = false;
+    SmallVector<AttnResOp> attnRes;
+    SmallVector<Operation *> others;
     func.walk([&](Operation *op) {
       if (auto kda = dyn_cast<KdaOp>(op))
         kdas.push_back(kda);
-      else if (auto gate = dyn_cast<KdaGateOp>(op);
-               gate && gate->hasOneUse() &&
-               isa<KdaOp>(*gate->getUsers().begin()) &&
-               cast<KdaOp>(*gate->getUsers().begin()).getG() == gate.getG())
-        ; // fused into the KDA kernels
-      else if (op->getDialect() &&
-               op->getDialect()->getNamespace() == "kimi")
-        other = true;
+      else if (auto ar = dyn_cast<AttnResOp>(op))
+        attnRes.push_back(ar);
+      else if (op->getDialect() && op->getDialect()->getNamespace() == "kimi")
+        others.push_back(op);
     });
-    if (kdas.size() != 1 || other)
+    auto fusedInto = [&](Operation *op) -> bool {
+      if (auto gate = dyn_cast<KdaGateOp>(op))
+        return kdas.size() == 1 && gate->hasOneUse() &&
+               kdas.front().getG() == gate.getG();
+      if (auto rms = dyn_cast<RmsNormOp>(op))
+        return attnRes.size() == 1 && rms.getX() == attnRes.front().getOut();
+      return false;
+    };
+    bool fusable = llvm::all_of(others, fusedInto) && others.size() <= 1;
+    if (!fusable || kdas.size() + attnRes.size() != 1)
       return error("function @" + func.getName().str() +
                    ": the sm_90a target compiles functions holding exactly "
-                   "one kimi.kda op, optionally fed by one kimi.kda_gate "
-                   "(whole models on the GPU are not "
-                   "available yet); found " + std::to_string(kdas.size()) +
-                   " kimi.kda" + (other ? " and other kimi ops" : ""));
+                   "one kimi.kda op, optionally fed by one kimi.kda_gate, or "
+                   "one kimi.attn_res, optionally followed by one "
+                   "kimi.rms_norm (whole models on the GPU are not available "
+                   "yet); found " + std::to_string(kdas.size()) + " kimi.kda, " +
+                   std::to_string(attnRes.size()) + " kimi.attn_res and " +
+                   std::to_string(others.size()) + " other kimi ops");
     std::string diagnostics;
     FailureOr<gpu::GpuEntryPlan> plan;
     {
@@ -48,7 +60,13 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
         os << d.getLocation() << ": " << d << "\n";
         return success();
       });
-      plan = gpu::planKdaEntry(kdas.front(), func.getName(), options.plan);
+      if (!kdas.empty())
+        plan = gpu::planKdaEntry(kdas.front(), func.getName(), options.plan);
+      else
+        plan = gpu::planAttnResEntry(
+            attnRes.front(),
+            others.empty() ? RmsNormOp() : cast<RmsNormOp>(others.front()),
+            func.getName());
       // The generated kernels must verify; a failure is a generator bug
       // and its diagnostics say where.
       if (succeeded(plan) && failed(mlir::verify(*plan->kernels)))
@@ -61,7 +79,8 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
     auto binary = gpu::serializeGpuModule(*plan->kernels, options.target);
     if (!binary)
       return binary.takeError();
-    std::string imageName = "kda_" + plan->name;
+    std::string imageName =
+        (kdas.empty() ? "attn_res_" : "kda_") + plan->name;
     rt::KernelImage ptx;
     ptx.name = imageName;
     ptx.kind = rt::KernelKind::kPtx;

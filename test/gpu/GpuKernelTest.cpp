@@ -1,4 +1,4 @@
-//===- KdaGpuTest.cpp - generated KDA kernels vs the float64 reference ----===//
+//===- GpuKernelTest.cpp - generated GPU kernels vs the float64 reference -===//
 //
 // The artifacts are compiled at build time from test/gpu/kda/*.mlir by
 // `kimi-compile --target sm_90a`. On a machine with an NVIDIA GPU each entry
@@ -270,5 +270,80 @@ TEST_P(KdaGpu, GraphReplayMatchesDirectLaunches) {
 
 INSTANTIATE_TEST_SUITE_P(Entries, KdaGpu, ::testing::ValuesIn(kCases),
                          [](const auto &info) { return std::string(info.param.entry); });
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// AttnRes (+ the following RMSNorm), one fused kernel
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class AttnResGpu : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(AttnResGpu, MatchesFloat64Reference) {
+  const std::string name = GetParam();
+  KIMI_GPU_OR_SKIP(dev);
+  const char *dir = std::getenv("KIMI_ATTNRES_ARTIFACT_DIR");
+  auto spec = ArtifactReader::readFile(std::string(dir ? dir : KIMI_ATTNRES_ARTIFACT_DIR) +
+                                       "/" + name + ".kimi");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto entry = GpuEntry::load(dev, *spec, name);
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+  bench::KdaInputOptions opts;
+  opts.seed = std::random_device{}();
+  std::printf("[ seed     ] %llu\n", static_cast<unsigned long long>(opts.seed));
+  auto inputs = bench::makeKdaInputs((*entry)->spec(), opts);
+  std::map<std::string, DeviceBuffer> mem;
+  ASSERT_NO_FATAL_FAILURE(bindBuffers(**entry, dev, inputs, mem));
+  ASSERT_TRUE((*entry)->run().isOk());
+  ASSERT_TRUE(dev.synchronize().isOk());
+
+  const auto &outSpec = (*entry)->spec().buffers[(*entry)->spec().findBuffer("out")];
+  const int64_t D = outSpec.shape.back();
+  const int64_t tokens = static_cast<int64_t>(outSpec.bytes() / dtypeSize(outSpec.dtype)) / D;
+  std::vector<const std::vector<double> *> sources;
+  for (int i = 0; inputs.count("source" + std::to_string(i)); ++i)
+    sources.push_back(&inputs.at("source" + std::to_string(i)).values);
+  const bool fused = (*entry)->spec().findBuffer("norm_out") >= 0;
+  std::vector<double> wantMix, wantNorm;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<const double *> src;
+    for (const auto *s : sources)
+      src.push_back(s->data() + t * D);
+    std::vector<double> mix = reference::ops::attnResMix(
+        src, D, inputs.at("norm").values.data(), inputs.at("query").values.data(), 1e-6);
+    wantMix.insert(wantMix.end(), mix.begin(), mix.end());
+    if (fused) {
+      std::vector<double> y = reference::ops::rmsNorm(
+          mix.data(), D, inputs.at("norm_weight").values.data(), 1e-5);
+      wantNorm.insert(wantNorm.end(), y.begin(), y.end());
+    }
+  }
+  auto fetch = [&](const std::string &b) {
+    const BufferSpec &bs = (*entry)->spec().buffers[(*entry)->spec().findBuffer(b)];
+    std::vector<uint8_t> bytes(bs.bytes());
+    EXPECT_TRUE(mem.at(b).download(bytes.data(), bytes.size()).isOk());
+    return bench::decodeValues(bs.dtype, bytes);
+  };
+  std::vector<double> gotMix = fetch("out");
+  for (double x : gotMix)
+    ASSERT_TRUE(std::isfinite(x)) << "an output element was not written";
+  double eMix = relErr(gotMix, wantMix);
+  std::printf("[ error    ] %s: mix %.3e", name.c_str(), eMix);
+  EXPECT_LT(eMix, 1e-2);
+  if (fused) {
+    std::vector<double> gotNorm = fetch("norm_out");
+    for (double x : gotNorm)
+      ASSERT_TRUE(std::isfinite(x)) << "a normalised element was not written";
+    double eNorm = relErr(gotNorm, wantNorm);
+    std::printf(", rms_norm %.3e", eNorm);
+    EXPECT_LT(eNorm, 1e-2);
+  }
+  std::printf("\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Entries, AttnResGpu, ::testing::Values("attn_res", "attn_res_norm"),
+                         [](const auto &info) { return std::string(info.param); });
 
 } // namespace

@@ -1,0 +1,236 @@
+//===- AttnResKernel.cpp - one fused kernel per AttnRes application --------===//
+//
+// `kimi.attn_res` (reference §4) and, when its result feeds one
+// `kimi.rms_norm`, that norm too, as one kernel: one block per token, 256
+// threads, each holding ceil(D / 256) columns. Sources are read once: per
+// source a block reduction gives sum v^2 and sum v norm query (so the score
+// of the RMS-normalised key), and an online softmax folds the source into
+// the running mix held in registers. The mix is written (when used) and,
+// fused, RMS-normalised with the following norm's weight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/ToGPU/AttnResKernel.h"
+#include "lowering/ToGPU/KdaKernelSupport.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+
+using namespace mlir;
+
+namespace kimi::gpu {
+namespace {
+
+constexpr int64_t kThreads = 256, kWarps = kThreads / 32;
+
+rt::DType dtypeOf(Type t) {
+  if (t.isF32())
+    return rt::DType::kF32;
+  if (t.isBF16())
+    return rt::DType::kBF16;
+  return rt::DType::kF16;
+}
+
+/// Sum over the block of `values` (each thread's partials), returned to
+/// every thread: warp shuffles, then one shared-memory round.
+SmallVector<Value> blockSum(KernelEmitter &e, Value scratch, Value warp, Value lane,
+                            ArrayRef<Value> values) {
+  OpBuilder &b = e.b;
+  SmallVector<Value> out;
+  Value width = e.i32(32);
+  for (Value v : values) {
+    for (int off = 16; off >= 1; off /= 2) {
+      auto sh = mlir::gpu::ShuffleOp::create(b, e.loc, v, e.i32(off), width,
+                                             mlir::gpu::ShuffleMode::XOR);
+      v = e.fadd(v, sh.getShuffleResult());
+    }
+    out.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(values.size());
+  auto first = scf::IfOp::create(b, e.loc, e.eq(lane, e.idx(0)), false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    for (int64_t i = 0; i < n; ++i)
+      e.store(out[i], scratch, e.add(e.mul(warp, e.idx(n)), e.idx(i)));
+  }
+  e.barrier();
+  SmallVector<Value> total(n, e.f32(0.0));
+  for (int64_t w = 0; w < kWarps; ++w)
+    for (int64_t i = 0; i < n; ++i)
+      total[i] = e.fadd(total[i], e.load(scratch, e.idx(w * n + i)));
+  e.barrier(); // the scratch is reused by the next reduction
+  return total;
+}
+
+} // namespace
+
+FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
+                                         StringRef name) {
+  auto outType = cast<RankedTensorType>(op.getOut().getType());
+  if (!outType.hasStaticShape())
+    return op.emitOpError("the GPU target needs static shapes"), failure();
+  const int64_t D = outType.getShape().back();
+  const int64_t tokens = outType.getNumElements() / D;
+  const int64_t nSources = static_cast<int64_t>(op.getSources().size());
+  const int64_t perThread = (D + kThreads - 1) / kThreads;
+  if (perThread > 64)
+    return op.emitOpError("hidden size ") << D << " exceeds the fused GPU "
+                                             "kernel's limit of 16384",
+           failure();
+  Type act = outType.getElementType();
+  for (Value v : op.getSources())
+    if (cast<RankedTensorType>(v.getType()).getElementType() != act)
+      return op.emitOpError("the GPU kernel needs every source in the output "
+                            "type ")
+                 << act,
+             failure();
+
+  MLIRContext *ctx = op.getContext();
+  ctx->loadDialect<arith::ArithDialect, mlir::gpu::GPUDialect, LLVM::LLVMDialect,
+                   math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect,
+                   NVVM::NVVMDialect, scf::SCFDialect, vector::VectorDialect>();
+  OpBuilder b(ctx);
+  Location loc = op.getLoc();
+  GpuEntryPlan plan;
+  plan.name = name.str();
+  plan.kernels = ModuleOp::create(loc);
+  (*plan.kernels)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                           b.getUnitAttr());
+  b.setInsertionPointToEnd(plan.kernels->getBody());
+  auto module = mlir::gpu::GPUModuleOp::create(b, loc, ("attn_res_" + name).str());
+
+  Type f32 = b.getF32Type();
+  Type qType = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
+  Type nType = cast<RankedTensorType>(op.getNorm().getType()).getElementType();
+  SmallVector<Type> args;
+  for (int64_t i = 0; i < nSources; ++i)
+    args.push_back(flatMemRef(act, tokens * D));
+  args.push_back(flatMemRef(qType, D));
+  args.push_back(flatMemRef(nType, D));
+  args.push_back(flatMemRef(act, tokens * D)); // the mix
+  Type wType;
+  if (norm) {
+    wType = cast<RankedTensorType>(norm.getWeight().getType()).getElementType();
+    args.push_back(flatMemRef(wType, D));
+    args.push_back(flatMemRef(act, tokens * D));
+  }
+  GPUFuncOpAndEmitter k(b, loc, module, "attn_res", args,
+                        {static_cast<int32_t>(kThreads), 1, 1});
+  KernelEmitter &e = k.e;
+  Block &body = k.func.getBody().front();
+  Value scratch = e.sharedBuffer(module, "attn_res_scratch", kWarps * 2, f32);
+  Value token = e.blockId(mlir::gpu::Dimension::x);
+  Value tid = e.threadId(), lane = e.laneId(), warp = e.divu(tid, e.idx(32));
+  Value base = e.mul(token, e.idx(D));
+  Value zero = e.f32(0.0);
+  // Column c = tid + 256 j (coalesced); columns past D read as zeros.
+  SmallVector<Value> col(perThread), valid(perThread);
+  for (int64_t j = 0; j < perThread; ++j) {
+    col[j] = e.add(tid, e.idx(j * kThreads));
+    valid[j] = e.ult(col[j], e.idx(D));
+  }
+  auto loadCol = [&](Value buf, Value at, int64_t j) {
+    Value clamped = e.minu(at, e.idx(cast<MemRefType>(buf.getType()).getNumElements() - 1));
+    return e.select(valid[j], e.toF32(e.load(buf, clamped)), zero);
+  };
+  Value query = body.getArgument(nSources), normW = body.getArgument(nSources + 1);
+  Value mixOut = body.getArgument(nSources + 2);
+  SmallVector<Value> nq(perThread);
+  for (int64_t j = 0; j < perThread; ++j)
+    nq[j] = e.fmul(loadCol(query, col[j], j), loadCol(normW, col[j], j));
+
+  Value m = e.f32(-std::numeric_limits<float>::infinity()), l = zero;
+  SmallVector<Value> acc(perThread, zero);
+  const double eps = op.getEps().convertToDouble();
+  for (int64_t i = 0; i < nSources; ++i) {
+    SmallVector<Value> v(perThread);
+    Value ss = zero, dot = zero;
+    for (int64_t j = 0; j < perThread; ++j) {
+      v[j] = loadCol(body.getArgument(i), e.add(base, col[j]), j);
+      ss = e.fadd(ss, e.fmul(v[j], v[j]));
+      dot = e.fadd(dot, e.fmul(v[j], nq[j]));
+    }
+    SmallVector<Value> sums = blockSum(e, scratch, warp, lane, {ss, dot});
+    Value rms = math::RsqrtOp::create(
+        b, loc, e.fadd(e.fdiv(sums[0], e.f32(double(D))), e.f32(eps)));
+    Value score = e.fmul(sums[1], rms);
+    Value mNew = e.fmax(m, score);
+    Value keep = e.exp(e.fsub(m, mNew)), w = e.exp(e.fsub(score, mNew));
+    l = e.fadd(e.fmul(l, keep), w);
+    for (int64_t j = 0; j < perThread; ++j)
+      acc[j] = e.fadd(e.fmul(acc[j], keep), e.fmul(w, v[j]));
+    m = mNew;
+  }
+  Value invL = e.fdiv(e.f32(1.0), l);
+  Value ss = zero;
+  SmallVector<Value> mix(perThread);
+  for (int64_t j = 0; j < perThread; ++j) {
+    mix[j] = e.fmul(acc[j], invL);
+    // What the kernel stores is what the fused norm sees.
+    mix[j] = e.toF32(e.fromF32(mix[j], act));
+    ss = e.fadd(ss, e.fmul(mix[j], mix[j]));
+  }
+  auto storeCols = [&](ArrayRef<Value> vals, Value buf) {
+    for (int64_t j = 0; j < perThread; ++j) {
+      auto guard = scf::IfOp::create(b, loc, valid[j], false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      e.store(e.fromF32(vals[j], act), buf, e.add(base, col[j]));
+    }
+  };
+  storeCols(mix, mixOut);
+  if (norm) {
+    Value w2 = body.getArgument(nSources + 3), out2 = body.getArgument(nSources + 4);
+    Value total = blockSum(e, scratch, warp, lane, {ss})[0];
+    Value r = math::RsqrtOp::create(
+        b, loc, e.fadd(e.fdiv(total, e.f32(double(D))),
+                       e.f32(norm.getEps().convertToDouble())));
+    SmallVector<Value> y(perThread);
+    for (int64_t j = 0; j < perThread; ++j)
+      y[j] = e.fmul(e.fmul(mix[j], r), loadCol(w2, col[j], j));
+    storeCols(y, out2);
+  }
+
+  // Buffers: sources, query, norm, the mix, [the norm weight and output].
+  auto add = [&](std::string bname, rt::BufferKind kind, Type t, std::vector<int64_t> shape) {
+    rt::BufferSpec bs;
+    bs.name = std::move(bname);
+    bs.kind = kind;
+    bs.dtype = dtypeOf(t);
+    bs.shape = std::move(shape);
+    plan.buffers.push_back(std::move(bs));
+  };
+  std::vector<int64_t> shape(outType.getShape().begin(), outType.getShape().end());
+  for (int64_t i = 0; i < nSources; ++i)
+    add("source" + std::to_string(i), rt::BufferKind::kInput, act, shape);
+  add("query", rt::BufferKind::kInput, qType, {D});
+  add("norm", rt::BufferKind::kInput, nType, {D});
+  add("out", rt::BufferKind::kOutput, act, shape);
+  if (norm) {
+    add("norm_weight", rt::BufferKind::kInput, wType, {D});
+    add("norm_out", rt::BufferKind::kOutput, act, shape);
+  }
+  rt::LaunchSpec launch;
+  launch.function = "attn_res";
+  launch.grid = {static_cast<uint32_t>(tokens), 1, 1};
+  launch.block = {static_cast<uint32_t>(kThreads), 1, 1};
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    launch.args.push_back(static_cast<uint32_t>(i));
+  plan.launches.push_back(launch);
+  plan.summary = "attn_res: " + std::to_string(nSources) + " sources, " +
+                 std::to_string(tokens) + " tokens of " + std::to_string(D) +
+                 (norm ? ", following rms_norm fused" : "");
+  return std::move(plan);
+}
+
+} // namespace kimi::gpu
