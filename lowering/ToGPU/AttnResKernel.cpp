@@ -2,7 +2,7 @@
 //
 // `kimi.attn_res` (reference §4) and, when its result feeds one
 // `kimi.rms_norm`, that norm too, as one kernel: one block per token, 256
-// threads, each holding ceil(D / 256) columns. Sources are read once: per
+// threads, each holding vectors of up to 8 contiguous columns. Sources are read once: per
 // source a block reduction gives sum v^2 and sum v norm query (so the score
 // of the RMS-normalised key), and an online softmax folds the source into
 // the running mix held in registers. The mix is written (when used) and,
@@ -82,8 +82,14 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
   const int64_t D = outType.getShape().back();
   const int64_t tokens = outType.getNumElements() / D;
   const int64_t nSources = static_cast<int64_t>(op.getSources().size());
-  const int64_t perThread = (D + kThreads - 1) / kThreads;
-  if (perThread > 64)
+  // Each thread reads vw contiguous columns at a time (16-byte bf16 loads
+  // when D allows), vectors tid, tid + 256, ...
+  int64_t vw = 8;
+  while (D % vw != 0)
+    vw /= 2;
+  const int64_t vectors = D / vw;
+  const int64_t perThread = (vectors + kThreads - 1) / kThreads;
+  if (perThread * vw > 64)
     return op.emitOpError("hidden size ") << D << " exceeds the fused GPU "
                                              "kernel's limit of 16384",
            failure();
@@ -133,30 +139,49 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
   Value tid = e.threadId(), lane = e.laneId(), warp = e.divu(tid, e.idx(32));
   Value base = e.mul(token, e.idx(D));
   Value zero = e.f32(0.0);
-  // Column c = tid + 256 j (coalesced); columns past D read as zeros.
+  // Vector j of this thread covers columns col[j] .. col[j] + vw - 1
+  // (coalesced across the block); vectors past D read as zeros.
   SmallVector<Value> col(perThread), valid(perThread);
   for (int64_t j = 0; j < perThread; ++j) {
-    col[j] = e.add(tid, e.idx(j * kThreads));
-    valid[j] = e.ult(col[j], e.idx(D));
+    Value vi = e.add(tid, e.idx(j * kThreads));
+    valid[j] = e.ult(vi, e.idx(vectors));
+    col[j] = e.mul(e.minu(vi, e.idx(vectors - 1)), e.idx(vw));
   }
-  auto loadCol = [&](Value buf, Value at, int64_t j) {
-    Value clamped = e.minu(at, e.idx(cast<MemRefType>(buf.getType()).getNumElements() - 1));
-    return e.select(valid[j], e.toF32(e.load(buf, clamped)), zero);
+  // The vw values of vector j at `base + col[j]` of `buf`, as f32.
+  auto loadVec = [&](Value buf, Value rowBase, int64_t j) {
+    Type elt = cast<MemRefType>(buf.getType()).getElementType();
+    // col[j] and rowBase are multiples of vw and buffers 256-byte aligned:
+    // the access is aligned to its size (one 16-byte load for bf16 x 8).
+    Value vec = vector::LoadOp::create(
+        b, loc, VectorType::get({vw}, elt), buf, ValueRange{e.add(rowBase, col[j])},
+        false, llvm::MaybeAlign(vw * elt.getIntOrFloatBitWidth() / 8));
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < vw; ++c)
+      out.push_back(e.select(
+          valid[j], e.toF32(vector::ExtractOp::create(b, loc, vec, ArrayRef<int64_t>{c})),
+          zero));
+    return out;
   };
+  const int64_t n = perThread * vw; // values per thread
   Value query = body.getArgument(nSources), normW = body.getArgument(nSources + 1);
   Value mixOut = body.getArgument(nSources + 2);
-  SmallVector<Value> nq(perThread);
-  for (int64_t j = 0; j < perThread; ++j)
-    nq[j] = e.fmul(loadCol(query, col[j], j), loadCol(normW, col[j], j));
+  SmallVector<Value> nq;
+  for (int64_t j = 0; j < perThread; ++j) {
+    auto qv = loadVec(query, e.idx(0), j), nv = loadVec(normW, e.idx(0), j);
+    for (int64_t c = 0; c < vw; ++c)
+      nq.push_back(e.fmul(qv[c], nv[c]));
+  }
 
   Value m = e.f32(-std::numeric_limits<float>::infinity()), l = zero;
-  SmallVector<Value> acc(perThread, zero);
+  SmallVector<Value> acc(n, zero);
   const double eps = op.getEps().convertToDouble();
   for (int64_t i = 0; i < nSources; ++i) {
-    SmallVector<Value> v(perThread);
+    SmallVector<Value> v;
+    for (int64_t j = 0; j < perThread; ++j)
+      for (Value x : loadVec(body.getArgument(i), base, j))
+        v.push_back(x);
     Value ss = zero, dot = zero;
-    for (int64_t j = 0; j < perThread; ++j) {
-      v[j] = loadCol(body.getArgument(i), e.add(base, col[j]), j);
+    for (int64_t j = 0; j < n; ++j) {
       ss = e.fadd(ss, e.fmul(v[j], v[j]));
       dot = e.fadd(dot, e.fmul(v[j], nq[j]));
     }
@@ -167,14 +192,14 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
     Value mNew = e.fmax(m, score);
     Value keep = e.exp(e.fsub(m, mNew)), w = e.exp(e.fsub(score, mNew));
     l = e.fadd(e.fmul(l, keep), w);
-    for (int64_t j = 0; j < perThread; ++j)
+    for (int64_t j = 0; j < n; ++j)
       acc[j] = e.fadd(e.fmul(acc[j], keep), e.fmul(w, v[j]));
     m = mNew;
   }
   Value invL = e.fdiv(e.f32(1.0), l);
   Value ss = zero;
-  SmallVector<Value> mix(perThread);
-  for (int64_t j = 0; j < perThread; ++j) {
+  SmallVector<Value> mix(n);
+  for (int64_t j = 0; j < n; ++j) {
     mix[j] = e.fmul(acc[j], invL);
     // What the kernel stores is what the fused norm sees.
     mix[j] = e.toF32(e.fromF32(mix[j], act));
@@ -185,7 +210,12 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
       auto guard = scf::IfOp::create(b, loc, valid[j], false);
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&guard.getThenRegion().front());
-      e.store(e.fromF32(vals[j], act), buf, e.add(base, col[j]));
+      SmallVector<Value> conv;
+      for (int64_t c = 0; c < vw; ++c)
+        conv.push_back(e.fromF32(vals[j * vw + c], act));
+      Value vec = vector::FromElementsOp::create(b, loc, VectorType::get({vw}, act), conv);
+      vector::StoreOp::create(b, loc, vec, buf, ValueRange{e.add(base, col[j])}, false,
+                              llvm::MaybeAlign(vw * act.getIntOrFloatBitWidth() / 8));
     }
   };
   storeCols(mix, mixOut);
@@ -195,9 +225,12 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
     Value r = math::RsqrtOp::create(
         b, loc, e.fadd(e.fdiv(total, e.f32(double(D))),
                        e.f32(norm.getEps().convertToDouble())));
-    SmallVector<Value> y(perThread);
-    for (int64_t j = 0; j < perThread; ++j)
-      y[j] = e.fmul(e.fmul(mix[j], r), loadCol(w2, col[j], j));
+    SmallVector<Value> y;
+    for (int64_t j = 0; j < perThread; ++j) {
+      auto wv = loadVec(w2, e.idx(0), j);
+      for (int64_t c = 0; c < vw; ++c)
+        y.push_back(e.fmul(e.fmul(mix[j * vw + c], r), wv[c]));
+    }
     storeCols(y, out2);
   }
 

@@ -113,13 +113,15 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   auto splat = [&](Value scalar) {
     return vector::BroadcastOp::create(b, loc, vecType, scalar).getResult();
   };
+  const llvm::MaybeAlign stateAlign(cpl * s.stateType.getIntOrFloatBitWidth() / 8);
   SmallVector<Value> sd(rows);
   SmallVector<Value> rowIdx(rows);
   for (int64_t r = 0; r < rows; ++r) {
     rowIdx[r] = e.add(e.mul(warp, e.idx(rows)), e.idx(r));
     Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
+    // Row starts and lane columns are multiples of cpl: aligned accesses.
     sd[r] = vector::LoadOp::create(b, loc, VectorType::get({cpl}, s.stateType), state,
-                                   ValueRange{at});
+                                   ValueRange{at}, false, stateAlign);
     if (!s.stateType.isF32())
       sd[r] = arith::ExtFOp::create(b, loc, vecType, sd[r]);
   }
@@ -153,7 +155,7 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
     Value stored = sn;
     if (!s.stateType.isF32())
       stored = arith::TruncFOp::create(b, loc, VectorType::get({cpl}, s.stateType), sn);
-    vector::StoreOp::create(b, loc, stored, state, ValueRange{at});
+    vector::StoreOp::create(b, loc, stored, state, ValueRange{at}, false, stateAlign);
     opart = e.fadd(opart, e.fmul(sn, splat(e.load(qS, rowIdx[r]))));
   }
   e.barrier(); // every warp has read `red` before it is reused

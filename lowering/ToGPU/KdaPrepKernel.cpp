@@ -228,8 +228,10 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
     Value tt = e.add(t0, e.minu(e.idx(t), nLast));
     Value at = e.add(e.mul(e.add(e.mul(tt, H), h), DK), d0);
     Type elt = cast<MemRefType>(tensor.getType()).getElementType();
+    // Channels come in aligned pairs (d0 even, rows of dk): aligned access.
     Value vec = vector::LoadOp::create(b, loc, VectorType::get({cpt}, elt), tensor,
-                                       ValueRange{at});
+                                       ValueRange{at}, false,
+                                       llvm::MaybeAlign(cpt * elt.getIntOrFloatBitWidth() / 8));
     SmallVector<Value> out;
     for (int64_t c = 0; c < cpt; ++c) {
       Value x = e.toF32(vector::ExtractOp::create(b, loc, vec, ArrayRef<int64_t>{c}));
@@ -243,7 +245,8 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
       conv.push_back(e.fromF32(x, elt));
     Value vec = vector::FromElementsOp::create(
         b, loc, VectorType::get({static_cast<int64_t>(xs.size())}, elt), conv);
-    vector::StoreOp::create(b, loc, vec, memref, ValueRange{at});
+    vector::StoreOp::create(b, loc, vec, memref, ValueRange{at}, false,
+                            llvm::MaybeAlign(xs.size() * elt.getIntOrFloatBitWidth() / 8));
   };
 
   // Inclusive cumsum of g over the chunk, for this thread's channel (g
