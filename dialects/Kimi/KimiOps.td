@@ -50,9 +50,25 @@ def Kimi_WeightOp : Kimi_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ```mlir
     kimi.weight @"model.embed_tokens.weight" : tensor<163840x7168xbf16>
     ```
+
+    After partitioning over a device grid (`kimi-shard`, `shard-partition`)
+    a declaration may hold one block of the parameter: `parts` gives, per
+    dimension, into how many equal blocks the Hugging Face tensor is cut, and
+    `type` is the shape of one block. The logical shape is
+    `type.shape[i] * parts[i]`; the runtime loads the block of its rank.
+
+    ```mlir
+    kimi.weight @"model.layers.1.self_attn.o_proj.weight" {parts = array<i64: 1, 8>} : tensor<7168x1536xbf16>
+    ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type);
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<DenseI64ArrayAttr>:$parts);
   let assemblyFormat = "$sym_name attr-dict `:` $type";
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$symName, "::mlir::Type":$type), [{
+      build($_builder, $_state, $_builder.getStringAttr(symName),
+            ::mlir::TypeAttr::get(type), ::mlir::DenseI64ArrayAttr());
+    }]>];
   let hasVerifier = 1;
 }
 
@@ -61,13 +77,24 @@ def Kimi_WeightRefOp : Kimi_Op<"weight_ref", [
   let summary = "reads a declared model parameter";
   let description = [{
     Yields the value of the parameter declared by the `kimi.weight` with the
-    given name. The result type must equal the declared type.
+    given name. The result type must equal the declared type, or, with
+    `parts` (set by `shard-partition` on a sharded weight), be one of
+    `parts[i]` equal blocks along each dimension `i` of the logical shape
+    (declared shape times the declaration's own `parts`).
 
     ```mlir
     %w = kimi.weight_ref @"model.norm.weight" : tensor<7168xbf16>
+    %o = kimi.weight_ref @"model.layers.1.self_attn.o_proj.weight" {parts = array<i64: 1, 8>} : tensor<7168x1536xbf16>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins FlatSymbolRefAttr:$name,
+                       OptionalAttr<DenseI64ArrayAttr>:$parts);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::llvm::StringRef":$name), [{
+      build($_builder, $_state, result,
+            ::mlir::FlatSymbolRefAttr::get($_builder.getContext(), name),
+            ::mlir::DenseI64ArrayAttr());
+    }]>];
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
@@ -411,7 +438,10 @@ def Kimi_RoutedExpertsOp : Kimi_Op<"routed_experts", [Pure]> {
 
     `act` is `situ` (`kimi.situ_glu` with `beta`, `linear_beta`) or `silu`
     (`SiLU(gate) * up`). MXFP4 experts pass three scale tensors after the
-    weights, `[E, I, W/32]`, `[E, I, W/32]`, `[E, W, I/32]`.
+    weights, `[E, I, W/32]`, `[E, I, W/32]`, `[E, W, I/32]`. After expert
+    parallel partitioning the op holds one rank's block of the experts, so
+    `k` may exceed `E` (indices are local; other ranks' experts carry
+    weight 0).
   }];
   let arguments = (ins Kimi_ActTensor:$x, Kimi_F32Tensor:$weights,
                        Kimi_IdTensor:$indices, Kimi_WeightTensor:$gate_proj,
