@@ -15,8 +15,10 @@
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include <cstring>
 
 namespace kimi {
 #define GEN_PASS_DEF_KIMISHARD
@@ -95,9 +97,10 @@ Split weightSplit(StringRef name, const Layout &l) {
   return s;
 }
 
-/// Where an entry's argument or result lives: tokens and logits by batch
-/// (dp) or sequence (sp); KDA state by heads, conv state by channels (tp).
-Split valueSplit(StringRef stateName, bool isTokensOrLogits, const Layout &l) {
+/// Where a function's argument or result lives: activations (tokens, hidden
+/// states, logits) by batch (dp) or sequence (sp); KDA state by heads, conv
+/// state by channels (tp); other states by batch (dp).
+Split valueSplit(StringRef stateName, bool isActivation, const Layout &l) {
   Split s;
   if (l.dp) {
     s.dim = 0;
@@ -105,7 +108,7 @@ Split valueSplit(StringRef stateName, bool isTokensOrLogits, const Layout &l) {
     s.strategy = "dp";
     return s;
   }
-  if (isTokensOrLogits) {
+  if (isActivation) {
     if (l.sp) {
       s.dim = 1;
       s.axes = l.dpAxes;
@@ -146,12 +149,20 @@ struct KimiShard : kimi::impl::KimiShardBase<KimiShard> {
     OpBuilder b(module.getBodyRegion());
     if (!module.lookupSymbol<GridOp>(kGridName))
       GridOp::create(b, module.getLoc(), kGridName, layout.shape);
+    llvm::DenseMap<Operation *, Signature> sigs;
+    SmallVector<func::FuncOp> fns;
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      if (failed(checkHeads(fn, layout)) || failed(annotate(fn, layout)))
+      FailureOr<Signature> sig = signatureOf(fn, layout);
+      if (failed(checkHeads(fn, layout)) || failed(sig))
         return signalPassFailure();
+      sigs[fn] = std::move(*sig);
+      fns.push_back(fn);
     }
+    for (func::FuncOp fn : fns)
+      if (failed(annotate(fn, layout, sigs)))
+        return signalPassFailure();
   }
 
   LogicalResult parseOptions(ModuleOp module, Layout &l) {
@@ -227,18 +238,57 @@ struct KimiShard : kimi::impl::KimiShardBase<KimiShard> {
                              << " devices: not divisible";
   }
 
-  LogicalResult annotate(func::FuncOp fn, const Layout &l) {
+  /// Shardings of a function's arguments and results (null: not a tensor).
+  struct Signature {
+    SmallVector<Split> args, results;
+  };
+
+  /// Where each argument and result of `fn` lives: named states by the
+  /// state rules, the entry's tokens and every other activation (hidden
+  /// state, AttnRes sources, logits) by dp / sp.
+  FailureOr<Signature> signatureOf(func::FuncOp fn, const Layout &l) {
+    Signature sig;
+    FunctionType type = fn.getFunctionType();
+    auto place = [&](Type t, StringAttr name, const Twine &what,
+                     SmallVector<Split> &out) -> LogicalResult {
+      Split s = valueSplit(name ? name.getValue() : "", !name, l);
+      // Sequence parallelism splits the prompt inside the model: the entry
+      // takes all tokens and returns all logits (the runtime's contract),
+      // and a single token (decode) is not split.
+      auto tt = dyn_cast<RankedTensorType>(t);
+      if (s.any() && !strcmp(s.strategy, "sp") &&
+          (fn.isPublic() || !tt || tt.getRank() < 2 || tt.getDimSize(1) == 1))
+        s = Split();
+      if (isa<RankedTensorType>(t) && failed(checkDivides(fn, t, s, l, what)))
+        return failure();
+      out.push_back(s);
+      return success();
+    };
+    for (unsigned i = 0; i < type.getNumInputs(); ++i)
+      if (failed(place(type.getInput(i),
+                       fn.getArgAttrOfType<StringAttr>(i, "kimi.state"),
+                       "argument " + Twine(i), sig.args)))
+        return failure();
+    for (unsigned i = 0; i < type.getNumResults(); ++i)
+      if (failed(place(type.getResult(i),
+                       fn.getResultAttrOfType<StringAttr>(i, "kimi.state"),
+                       "result " + Twine(i), sig.results)))
+        return failure();
+    return sig;
+  }
+
+  /// `shard.shard %v to <s>` (for users: the value as an operand needs it).
+  Value annotateValue(OpBuilder &b, Location loc, Value v, const Split &s,
+                      bool forUsers) {
+    Value sharding =
+        ShardingOp::create(b, loc, shardingOf(b.getContext(), s));
+    return ShardOp::create(b, loc, v, sharding, forUsers).getResult();
+  }
+
+  LogicalResult annotate(func::FuncOp fn, const Layout &l,
+                         const llvm::DenseMap<Operation *, Signature> &sigs) {
     MLIRContext *ctx = fn.getContext();
     OpBuilder b(ctx);
-    bool entry = fn.isPublic();
-    WalkResult calls = fn.walk([&](func::CallOp call) {
-      call.emitOpError() << "kimi-shard needs a call-free function; run "
-                            "'inline' first (call to @"
-                         << call.getCallee() << ")";
-      return WalkResult::interrupt();
-    });
-    if (calls.wasInterrupted())
-      return failure();
 
     // Parameters.
     SmallVector<WeightRefOp> refs(fn.getOps<WeightRefOp>());
@@ -252,42 +302,51 @@ struct KimiShard : kimi::impl::KimiShardBase<KimiShard> {
                                           cast<OpResult>(ref.getResult()), b);
     }
 
-    // Arguments: tokens first, then the named states.
+    // Calls (layer functions): operands and results as the callee has them.
+    SmallVector<func::CallOp> calls(fn.getOps<func::CallOp>());
+    for (func::CallOp call : calls) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      auto it = callee ? sigs.find(callee) : sigs.end();
+      if (it == sigs.end())
+        return call.emitOpError()
+               << "kimi-shard: callee @" << call.getCallee()
+               << " is not a function with a body in this module";
+      b.setInsertionPoint(call);
+      for (OpOperand &operand : call->getOpOperands())
+        if (isa<RankedTensorType>(operand.get().getType()))
+          operand.set(annotateValue(b, call.getLoc(), operand.get(),
+                                    it->second.args[operand.getOperandNumber()],
+                                    /*forUsers=*/true));
+      b.setInsertionPointAfter(call);
+      for (OpResult r : call->getResults()) {
+        if (!isa<RankedTensorType>(r.getType()))
+          continue;
+        Value shard = annotateValue(b, call.getLoc(), r,
+                                    it->second.results[r.getResultNumber()],
+                                    /*forUsers=*/false);
+        r.replaceAllUsesExcept(shard, shard.getDefiningOp());
+      }
+    }
+
+    const Signature &sig = sigs.at(fn);
     Block &body = fn.getBody().front();
     b.setInsertionPointToStart(&body);
     for (BlockArgument arg : body.getArguments()) {
-      auto t = dyn_cast<RankedTensorType>(arg.getType());
-      if (!t)
+      if (!isa<RankedTensorType>(arg.getType()))
         continue;
-      auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  "kimi.state");
-      Split s = valueSplit(name ? name.getValue() : "",
-                           entry && arg.getArgNumber() == 0, l);
-      if (failed(checkDivides(fn, t, s, l,
-                              "argument " + Twine(arg.getArgNumber()))))
-        return failure();
-      Value sharding = ShardingOp::create(b, fn.getLoc(), shardingOf(ctx, s));
-      auto shard = ShardOp::create(b, fn.getLoc(), arg, sharding);
-      arg.replaceAllUsesExcept(shard.getResult(), shard);
+      Value shard = annotateValue(b, fn.getLoc(), arg,
+                                  sig.args[arg.getArgNumber()],
+                                  /*forUsers=*/false);
+      arg.replaceAllUsesExcept(shard, shard.getDefiningOp());
     }
-
-    // Results: logits first, then the named states.
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     b.setInsertionPoint(ret);
-    for (OpOperand &operand : ret->getOpOperands()) {
-      auto t = dyn_cast<RankedTensorType>(operand.get().getType());
-      if (!t)
-        continue;
-      unsigned i = operand.getOperandNumber();
-      auto name = fn.getResultAttrOfType<StringAttr>(i, "kimi.state");
-      Split s = valueSplit(name ? name.getValue() : "", entry && i == 0, l);
-      if (failed(checkDivides(fn, t, s, l, "result " + Twine(i))))
-        return failure();
-      Value sharding = ShardingOp::create(b, fn.getLoc(), shardingOf(ctx, s));
-      auto shard = ShardOp::create(b, fn.getLoc(), operand.get(), sharding,
-                                   /*annotate_for_users=*/true);
-      operand.set(shard.getResult());
-    }
+    for (OpOperand &operand : ret->getOpOperands())
+      if (isa<RankedTensorType>(operand.get().getType()))
+        operand.set(annotateValue(b, fn.getLoc(), operand.get(),
+                                  sig.results[operand.getOperandNumber()],
+                                  /*forUsers=*/true));
     return success();
   }
 };
@@ -329,8 +388,6 @@ struct KimiLocalizeWeights
 
 void kimi::buildPartitionPipeline(OpPassManager &pm, ArrayRef<int64_t> grid,
                                   ArrayRef<std::string> strategies) {
-  pm.addPass(createInlinerPass());
-  pm.addPass(createSymbolDCEPass());
   KimiShardOptions options;
   options.grid.assign(grid.begin(), grid.end());
   options.strategy.assign(strategies.begin(), strategies.end());

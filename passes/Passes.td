@@ -123,9 +123,9 @@ def KimiShard : Pass<"kimi-shard", "::mlir::ModuleOp"> {
     function into the code of one rank with explicit collectives.
 
     ```
-    kimi-opt model.mlir --inline --symbol-dce \
-      --kimi-shard="grid=8 strategy=tp,ep" \
-      --pass-pipeline='builtin.module(func.func(sharding-propagation{traversal=forward},shard-partition),kimi-localize-weights)'
+    kimi-opt model.mlir --pass-pipeline='builtin.module(kimi-shard{grid=8 strategy=tp,ep},
+      func.func(sharding-propagation{traversal=forward},shard-partition),
+      kimi-localize-weights,canonicalize)'
     ```
 
     `grid` is the grid shape: one size (`8`, a 1-D grid) or two (`8,8`:
@@ -156,7 +156,14 @@ def KimiShard : Pass<"kimi-shard", "::mlir::ModuleOp"> {
     dimension or a batch that the grid does not divide is an error naming
     the op, the dimension and the sizes, e.g.
     `'kimi.kda' op strategy tp splits 6 heads (dim 2 of q) over 4 devices`.
-    Functions must not call others (run `inline` first).
+
+    Every function with a body is annotated: its arguments and results by
+    the rules above (named `kimi.state` values by the state rules, other
+    tensors as activations), and each `func.call` of a layer function with
+    its callee's argument and result shardings, so that the layers stay
+    functions and are partitioned one by one. An entry (public function)
+    keeps its tokens and logits whole under `sp`, and a single token
+    (decode) is never split by sequence.
   }];
   let dependentDialects = ["::kimi::KimiDialect", "::mlir::shard::ShardDialect"];
   let options = [

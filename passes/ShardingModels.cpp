@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/Extensions/ShardingExtensions.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -724,6 +725,33 @@ private:
   }
 };
 
+/// func.call of a layer function: kimi-shard annotates its operands and
+/// results as the callee's arguments and results (the callee is partitioned
+/// on its own), so propagation has nothing to decide and partitioning only
+/// retypes the call to the callee's per-rank signature.
+struct CallSharding
+    : public ShardingInterface::ExternalModel<CallSharding, func::CallOp> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *) const {
+    return {};
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
+  FailureOr<ShardingOption> getShardingOption(Operation *, ArrayRef<Sharding>,
+                                              ArrayRef<Sharding>) const {
+    return ShardingOption::makeEmpty();
+  }
+  LogicalResult partition(Operation *op, ArrayRef<Value> operands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbols,
+                          OpBuilder &b) const {
+    GridOp grid = gridOf(op, operandShardings, resultShardings, symbols);
+    Operation *copy = cloneLocal(*op, operands, resultShardings, grid, b);
+    partitionMap.map(op->getResults(), copy->getResults());
+    return success();
+  }
+};
+
 template <typename... Ops>
 void attachKimi(MLIRContext *ctx) {
   (Ops::template attachInterface<KimiSharding<Ops>>(*ctx), ...);
@@ -738,10 +766,14 @@ void attachElementwise(MLIRContext *ctx) {
 
 void kimi::registerKimiShardingModels(DialectRegistry &registry) {
   registry.insert<ShardDialect>();
-  // kimi-shard works on call-free functions (inline the layers first), and
-  // func.return forwards the shardings of the results.
+  // func.return forwards the shardings of the results; func.call of a layer
+  // function takes its callee's. (The inliner extension lets a pipeline
+  // inline the layers instead.)
   func::registerInlinerExtension(registry);
   func::registerShardingInterfaceExternalModels(registry);
+  registry.addExtension(+[](MLIRContext *ctx, func::FuncDialect *) {
+    func::CallOp::attachInterface<CallSharding>(*ctx);
+  });
   registry.addExtension(+[](MLIRContext *ctx, KimiDialect *) {
     attachKimi<WeightRefOp, EmbedOp, LinearOp, RmsNormOp, L2NormOp,
                GatedRmsNormOp, SigmoidOp, SituGluOp, ShortConvOp, KdaGateOp,

@@ -17,7 +17,7 @@ class DialectRegistry;
 namespace kimi {
 
 /// Registers the external models (and the shard dialect they produce), plus
-/// the func inliner and func.return sharding extensions kimi-shard relies on.
+/// the func.call / func.return sharding models and the func inliner.
 void registerKimiShardingModels(mlir::DialectRegistry &registry);
 
 } // namespace kimi

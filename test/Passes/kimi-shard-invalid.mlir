@@ -18,13 +18,3 @@ func.func @prefill(%x: tensor<1x4x16xf32>) -> tensor<1x4x10xf32> {
   return %a : tensor<1x4x10xf32>
 }
 
-// -----
-
-func.func private @layer(%x: tensor<1x4x16xf32>) -> tensor<1x4x16xf32> {
-  return %x : tensor<1x4x16xf32>
-}
-func.func @prefill(%x: tensor<1x4x16xf32>) -> tensor<1x4x16xf32> {
-  // expected-error @+1 {{'func.call' op kimi-shard needs a call-free function; run 'inline' first (call to @layer)}}
-  %y = func.call @layer(%x) : (tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
-  return %y : tensor<1x4x16xf32>
-}

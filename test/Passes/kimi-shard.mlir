@@ -178,3 +178,27 @@ func.func @balance(%m: tensor<64x16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> 
 // CHECK: shard.all_slice
 // CHECK: %[[G:.*]] = shard.all_gather %{{.*}} on @supernode grid_axes = [0] gather_axis = 0 : tensor<16x16xf32> -> tensor<64x16xf32>
 // CHECK: kimi.quantile_balance %[[G]], %{{.*}} top_k(4) : tensor<64x16xf32>, tensor<16xf32> -> tensor<16xf32>
+
+// -----
+
+// Layer functions stay functions: the call takes its callee's per-rank
+// signature (named states split by the state rules), and each function is
+// partitioned on its own.
+kimi.weight @model.layers.1.self_attn.q_conv1d.weight : tensor<32x1x4xf32>
+func.func private @prefill_layer_1(%x: tensor<1x4x32xf32>, %c: tensor<1x3x32xf32> {kimi.state = "layers.1.q_conv_state"}) -> (tensor<1x4x32xf32>, tensor<1x3x32xf32> {kimi.state = "layers.1.q_conv_state"}) {
+  %w = kimi.weight_ref @model.layers.1.self_attn.q_conv1d.weight : tensor<32x1x4xf32>
+  %y, %s = kimi.short_conv silu %x, %w state %c : tensor<1x4x32xf32>, tensor<32x1x4xf32>, tensor<1x3x32xf32> -> tensor<1x4x32xf32>, tensor<1x3x32xf32>
+  return %y, %s : tensor<1x4x32xf32>, tensor<1x3x32xf32>
+}
+func.func @prefill(%x: tensor<1x4x32xf32>, %c: tensor<1x3x32xf32> {kimi.state = "layers.1.q_conv_state"}) -> (tensor<1x4x32xf32>, tensor<1x3x32xf32> {kimi.state = "layers.1.q_conv_state"}) {
+  %y, %s = func.call @prefill_layer_1(%x, %c) : (tensor<1x4x32xf32>, tensor<1x3x32xf32>) -> (tensor<1x4x32xf32>, tensor<1x3x32xf32>)
+  return %y, %s : tensor<1x4x32xf32>, tensor<1x3x32xf32>
+}
+// CHECK-LABEL: shard.grid @supernode(shape = 4)
+// CHECK: func.func private @prefill_layer_1(%[[X:.*]]: tensor<1x4x32xf32>, %[[C:.*]]: tensor<1x3x8xf32> {kimi.state = "layers.1.q_conv_state"}) -> (tensor<1x4x32xf32>, tensor<1x3x8xf32> {kimi.state = "layers.1.q_conv_state"})
+// CHECK: %[[XS:.*]] = shard.all_slice %[[X]] on @supernode grid_axes = [0] slice_axis = 2 : tensor<1x4x32xf32> -> tensor<1x4x8xf32>
+// CHECK: %[[Y:.*]], %[[S:.*]] = kimi.short_conv silu %[[XS]], %{{.*}} state %[[C]] : tensor<1x4x8xf32>, tensor<8x1x4xf32>, tensor<1x3x8xf32> -> tensor<1x4x8xf32>, tensor<1x3x8xf32>
+// CHECK: %[[G:.*]] = shard.all_gather %[[Y]] on @supernode grid_axes = [0] gather_axis = 2 : tensor<1x4x8xf32> -> tensor<1x4x32xf32>
+// CHECK: return %[[G]], %[[S]]
+// CHECK: func.func @prefill(%{{.*}}: tensor<1x4x32xf32>, %{{.*}}: tensor<1x3x8xf32> {kimi.state = "layers.1.q_conv_state"})
+// CHECK: call @prefill_layer_1(%{{.*}}, %{{.*}}) : (tensor<1x4x32xf32>, tensor<1x3x8xf32>) -> (tensor<1x4x32xf32>, tensor<1x3x8xf32>)
