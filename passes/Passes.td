@@ -145,9 +145,12 @@ def KimiShard : Pass<"kimi-shard", "::mlir::ModuleOp"> {
       experts on the tokens routed to them and the contributions are summed.
     * `dp` (data parallel): the batch dimension of tokens, states and logits
       split (outer axis of a 2-D grid).
-    * `sp` (sequence parallel): the token dimension of the prompt split;
-      token-wise work (projections, norms, MLPs, experts) runs on each
-      rank's segment.
+    * `sp` (sequence parallel): the token dimension of the prompt split
+      inside the layers; token-wise work (projections, norms, MLPs, experts)
+      runs on each rank's segment, the KDA short convolutions take a
+      3-token halo from the previous rank, and `kimi.kda` runs per segment
+      with the (M, S_ext) composition (one all-gather of the segment
+      summaries and a local fold); MLA attention gathers the tokens.
 
     Everything not listed (embedding, norms, AttnRes weights, router, MLA
     down projections and latent cache) is replicated.
@@ -165,7 +168,13 @@ def KimiShard : Pass<"kimi-shard", "::mlir::ModuleOp"> {
     keeps its tokens and logits whole under `sp`, and a single token
     (decode) is never split by sequence.
   }];
-  let dependentDialects = ["::kimi::KimiDialect", "::mlir::shard::ShardDialect"];
+  // What the partitioning rules create later in the pipeline (shard-partition
+  // itself loads only shard and tensor).
+  let dependentDialects = ["::kimi::KimiDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
   let options = [
     ListOption<"grid", "grid", "int64_t",
                "Grid shape: N devices, or G,T for G groups of T devices">,

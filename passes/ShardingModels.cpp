@@ -29,6 +29,8 @@
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/Extensions/ShardingExtensions.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -206,7 +208,8 @@ LoopNest nestOf(Operation *op) {
       .Case<SigmoidOp, SituGluOp>([&](auto) { return elementwise(op); })
       .Case<ShortConvOp>([&](ShortConvOp c) {
         LoopNest n(ctx);
-        unsigned b = n.par(), t = n.par(false), ch = n.par();
+        // Time splits with a (K-1)-token halo from the previous rank.
+        unsigned b = n.par(), t = n.par(), ch = n.par();
         unsigned one = n.par(false), tap = n.par(false), s = n.par(false);
         n.tensor({b, t, ch});
         n.tensor({ch, one, tap});
@@ -227,8 +230,9 @@ LoopNest nestOf(Operation *op) {
       })
       .Case<KdaOp>([&](KdaOp k) {
         // dv columns of the state evolve independently; dk is contracted.
+        // Time splits by segments summarised as (M, S_ext).
         LoopNest n(ctx);
-        unsigned b = n.par(), t = n.par(false), h = n.par();
+        unsigned b = n.par(), t = n.par(), h = n.par();
         unsigned dk = n.par(false), dv = n.par();
         n.tensor({b, t, h, dk}); // q
         n.tensor({b, t, h, dk}); // k
@@ -299,11 +303,12 @@ LoopNest nestOf(Operation *op) {
         n.tensor(t, {out});
         return n;
       })
-      .Case<QuantileBalanceOp>([&](auto) {
-        // The target load N k / E needs every row and every expert: the
-        // histogram form that shards rows is not implemented yet.
+      .Case<QuantileBalanceOp>([&](QuantileBalanceOp q) {
+        // Rows (tokens) split only in the histogram form: per-rank counts,
+        // one integer all-reduce. The exact quantile needs every row.
         LoopNest n(ctx);
-        unsigned rows = n.red(), e = n.par(false);
+        unsigned rows = n.red(/*canSplit=*/q.getBins().has_value()),
+                 e = n.par(false);
         n.tensor({rows, e});
         n.tensor({e});
         n.tensor({e});
@@ -483,6 +488,162 @@ Value gatherTokens(OpBuilder &b, Location loc, Value v, GridOp grid,
   return v;
 }
 
+/// Block `index` (a dynamic index) of `blocks` rows along dim 0 of `v`.
+Value blockAt(OpBuilder &b, Location loc, Value v, Value index, int64_t rows) {
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] = rows;
+  SmallVector<OpFoldResult> offsets(t.getRank(), b.getIndexAttr(0)), sizes,
+      strides(t.getRank(), b.getIndexAttr(1));
+  offsets[0] = arith::MulIOp::create(
+                   b, loc, index, arith::ConstantIndexOp::create(b, loc, rows))
+                   .getResult();
+  for (int64_t d : shape)
+    sizes.push_back(b.getIndexAttr(d));
+  return tensor::ExtractSliceOp::create(b, loc, t.clone(shape), v, offsets,
+                                        sizes, strides);
+}
+
+/// All ranks' copies of `v` stacked along dim 0.
+Value gatherRows(OpBuilder &b, Location loc, Value v, GridOp grid,
+                 ArrayRef<GridAxis> axes) {
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] *= groupSize(grid, axes);
+  return AllGatherOp::create(b, loc, t.clone(shape), grid.getSymName(), axes,
+                             v, APInt(64, 0))
+      .getResult();
+}
+
+Value zerosLike(OpBuilder &b, Location loc, RankedTensorType t) {
+  Value zero = arith::ConstantOp::create(
+      b, loc, b.getFloatAttr(t.getElementType(), 0.0));
+  return tensor::SplatOp::create(b, loc, zero, t).getResult();
+}
+
+/// short_conv with time split: each rank convolves its segment starting
+/// from the last K-1 inputs of the previous rank's segment (rank 0: the
+/// initial state), taken from one all-gather of every rank's tail; the final
+/// state is the last rank's tail.
+LogicalResult partitionShortConvTime(ShortConvOp conv, ArrayRef<Value> operands,
+                                     GridOp grid, ArrayRef<GridAxis> axes,
+                                     IRMapping &partitionMap, OpBuilder &b) {
+  Location loc = conv.getLoc();
+  Value x = operands[0], w = operands[1];
+  auto xt = cast<RankedTensorType>(x.getType());
+  int64_t batch = xt.getDimSize(0), tokens = xt.getDimSize(1),
+          channels = xt.getDimSize(2);
+  int64_t halo = cast<RankedTensorType>(w.getType()).getDimSize(2) - 1;
+  if (tokens < halo)
+    return conv.emitOpError() << "sequence split leaves " << tokens
+                              << " tokens per rank, fewer than the "
+                              << halo << "-token halo";
+  auto haloType = RankedTensorType::get({batch, halo, channels},
+                                        xt.getElementType());
+  SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0),
+                                       b.getIndexAttr(tokens - halo),
+                                       b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(batch), b.getIndexAttr(halo),
+                                     b.getIndexAttr(channels)};
+  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+  Value tail = tensor::ExtractSliceOp::create(b, loc, haloType, x, offsets,
+                                              sizes, strides);
+  Value tails = gatherRows(b, loc, tail, grid, axes);
+  Value rank = groupIndex(b, loc, grid, axes);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rank,
+                                      zero);
+  Value prevRank = arith::SelectOp::create(
+      b, loc, first, zero,
+      arith::SubIOp::create(b, loc, rank,
+                            arith::ConstantIndexOp::create(b, loc, 1)));
+  Value prev = blockAt(b, loc, tails, prevRank, batch);
+  Value init = conv.getState() ? operands[2] : zerosLike(b, loc, haloType);
+  if (init.getType() != haloType)
+    return conv.emitOpError() << "sequence split needs the state in the "
+                                 "activation type "
+                              << xt.getElementType();
+  Value state = arith::SelectOp::create(b, loc, first, init, prev);
+  auto finalType = cast<RankedTensorType>(conv.getFinalState().getType());
+  auto local = ShortConvOp::create(
+      b, loc, xt, finalType.clone({batch, halo, channels}), x, w, state,
+      conv.getSiluAttr());
+  Value last = blockAt(
+      b, loc, tails,
+      arith::ConstantIndexOp::create(b, loc, groupSize(grid, axes) - 1), batch);
+  if (xt.getElementType() != finalType.getElementType())
+    last = arith::ExtFOp::create(b, loc, finalType.clone({batch, halo, channels}),
+                                 last);
+  partitionMap.map(conv.getOut(), local.getOut());
+  partitionMap.map(conv.getFinalState(), last);
+  return success();
+}
+
+/// S <- M_p S + S_p for p in [0, count): the composition of the gathered
+/// segment summaries (reference §2), M in f32.
+Value foldSegments(OpBuilder &b, Location loc, Value state, Value ms, Value ss,
+                   Value count, int64_t batch) {
+  auto st = cast<RankedTensorType>(state.getType());
+  int64_t heads = st.getDimSize(1), dk = st.getDimSize(2), dv = st.getDimSize(3);
+  auto loop = scf::ForOp::create(
+      b, loc, arith::ConstantIndexOp::create(b, loc, 0), count,
+      arith::ConstantIndexOp::create(b, loc, 1), ValueRange{state},
+      [&](OpBuilder &lb, Location l, Value p, ValueRange it) {
+        SmallVector<ReassociationIndices> merge = {{0, 1}, {2}, {3}};
+        Value m = tensor::CollapseShapeOp::create(
+            lb, l, blockAt(lb, l, ms, p, batch), merge);
+        Value s = tensor::CollapseShapeOp::create(lb, l, it[0], merge);
+        auto prodType = RankedTensorType::get({batch * heads, dk, dv},
+                                              st.getElementType());
+        Value init = zerosLike(lb, l, prodType);
+        Value prod = linalg::BatchMatmulOp::create(lb, l, ValueRange{m, s},
+                                                   ValueRange{init})
+                         ->getResult(0);
+        Value next = arith::AddFOp::create(
+            lb, l, tensor::ExpandShapeOp::create(lb, l, st, prod, merge),
+            blockAt(lb, l, ss, p, batch));
+        scf::YieldOp::create(lb, l, next);
+      });
+  return loop.getResult(0);
+}
+
+/// kda with time split: each rank summarises its segment as (M, S_ext) (the
+/// transition product and the final state from zero), one all-gather each,
+/// folds the earlier ranks' summaries into its initial state and runs its
+/// segment from there; the final state folds all of them.
+LogicalResult partitionKdaTime(KdaOp kda, ArrayRef<Value> operands,
+                               ArrayRef<Sharding> resultShardings, GridOp grid,
+                               ArrayRef<GridAxis> axes, IRMapping &partitionMap,
+                               OpBuilder &b) {
+  Location loc = kda.getLoc();
+  auto outType = cast<RankedTensorType>(
+      localType(kda.getOut().getType(), grid, resultShardings[0]));
+  auto kt = cast<RankedTensorType>(operands[1].getType());
+  int64_t batch = kt.getDimSize(0), heads = kt.getDimSize(2),
+          dk = kt.getDimSize(3), dv = outType.getDimSize(3);
+  auto stateType = RankedTensorType::get({batch, heads, dk, dv}, b.getF32Type());
+  ValueRange qkvgb = ValueRange(operands).take_front(5);
+  auto ext = KdaOp::create(b, loc, outType, stateType, qkvgb[0], qkvgb[1],
+                           qkvgb[2], qkvgb[3], qkvgb[4], Value(),
+                           kda.getScaleAttr(), kda.getDecayAttr());
+  Value m = KdaTransitionOp::create(
+      b, loc, RankedTensorType::get({batch, heads, dk, dk}, b.getF32Type()),
+      qkvgb[1], qkvgb[3], qkvgb[4]);
+  Value ms = gatherRows(b, loc, m, grid, axes);
+  Value ss = gatherRows(b, loc, ext.getFinalState(), grid, axes);
+  Value init = kda.getInitialState() ? operands[5] : zerosLike(b, loc, stateType);
+  Value rank = groupIndex(b, loc, grid, axes);
+  Value start = foldSegments(b, loc, init, ms, ss, rank, batch);
+  Value all = arith::ConstantIndexOp::create(b, loc, groupSize(grid, axes));
+  Value final = foldSegments(b, loc, init, ms, ss, all, batch);
+  auto local = KdaOp::create(b, loc, outType, stateType, qkvgb[0], qkvgb[1],
+                             qkvgb[2], qkvgb[3], qkvgb[4], start,
+                             kda.getScaleAttr(), kda.getDecayAttr());
+  partitionMap.map(kda.getOut(), local.getOut());
+  partitionMap.map(kda.getFinalState(), final);
+  return success();
+}
+
 /// Routed experts (or the latent MoE) with experts or their intermediate
 /// dimension split. `expertIn` is the experts' input (tokens, width W).
 LogicalResult partitionExperts(Operation &op, ArrayRef<Value> operands,
@@ -636,6 +797,14 @@ struct KimiSharding
       if (grid && extent[l] > 0 && extent[l] % groupSize(grid, axes))
         return failure();
     }
+    // A time split of the short conv needs segments of at least its halo.
+    if (auto conv = dyn_cast<ShortConvOp>(op); conv && grid &&
+                                              option->shardingArray.size() > 1 &&
+                                              !option->shardingArray[1].empty()) {
+      int64_t halo = conv.getWeight().getType().getDimSize(2) - 1;
+      if (extent[1] / groupSize(grid, option->shardingArray[1]) < halo)
+        return failure();
+    }
     return option;
   }
 
@@ -650,6 +819,36 @@ struct KimiSharding
     if (isa<RoutedExpertsOp, LatentMoeOp>(op))
       return partitionExperts(*op, operands, operandShardings, resultShardings,
                               partitionMap, symbols, b);
+    if (isa<ShortConvOp, KdaOp>(op)) {
+      SmallVector<SmallVector<GridAxis>> axes =
+          loopAxes(nestOf(op), operandShardings, resultShardings);
+      if (!axes[1].empty()) {
+        if (auto conv = dyn_cast<ShortConvOp>(op))
+          return partitionShortConvTime(conv, operands, grid, axes[1],
+                                        partitionMap, b);
+        return partitionKdaTime(cast<KdaOp>(op), operands, resultShardings,
+                                grid, axes[1], partitionMap, b);
+      }
+    }
+    if (auto q = dyn_cast<QuantileBalanceOp>(op)) {
+      SmallVector<SmallVector<GridAxis>> axes =
+          loopAxes(nestOf(op), operandShardings, resultShardings);
+      if (!axes[0].empty()) {
+        // Histogram of this rank's rows, counts summed over the ranks, the
+        // bias from the sums (q from all rows).
+        auto margins = cast<RankedTensorType>(q.getMargins().getType());
+        int64_t experts = margins.getDimSize(1), bins = *q.getBins();
+        Value counts = QuantileCountsOp::create(
+            b, loc, RankedTensorType::get({experts, bins}, b.getI32Type()),
+            operands[0], operands[1], bins);
+        counts = allReduce(b, loc, counts, grid, axes[0]);
+        Value bias = QuantileUpdateOp::create(
+            b, loc, q.getNewBias().getType(), counts, operands[1],
+            margins.getDimSize(0), q.getTopK());
+        partitionMap.map(q.getNewBias(), bias);
+        return success();
+      }
+    }
     if (auto ref = dyn_cast<WeightRefOp>(op)) {
       Sharding s = resultShardings.empty() ? Sharding() : resultShardings[0];
       auto type = cast<RankedTensorType>(localType(ref.getType(), grid, s));
@@ -765,7 +964,7 @@ void attachElementwise(MLIRContext *ctx) {
 } // namespace
 
 void kimi::registerKimiShardingModels(DialectRegistry &registry) {
-  registry.insert<ShardDialect>();
+  registry.insert<ShardDialect, linalg::LinalgDialect, scf::SCFDialect>();
   // func.return forwards the shardings of the results; func.call of a layer
   // function takes its callee's. (The inliner extension lets a pipeline
   // inline the layers instead.)

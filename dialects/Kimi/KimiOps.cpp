@@ -643,3 +643,55 @@ LogicalResult QuantileBalanceOp::verify() {
     return emitOpError() << "histogram needs at least 2 bins, got " << *bins;
   return success();
 }
+
+LogicalResult QuantileCountsOp::verify() {
+  ShapeVerifier sv(*this);
+  if (failed(sv.rank("margins", getMargins(), 2, "[N, E]")) ||
+      failed(sv.rank("bias", getBias(), 1, "[E]")) ||
+      failed(sv.sameDim("bias", getBias(), 0, "margins", getMargins(), 1,
+                        "expert count E")) ||
+      failed(sv.rank("counts", getCounts(), 2, "[E, bins]")) ||
+      failed(sv.sameDim("counts", getCounts(), 0, "bias", getBias(), 0,
+                        "expert count E")) ||
+      failed(sv.dimIs("counts", getCounts(), 1, getBins(), "bins")))
+    return failure();
+  if (getBins() < 2)
+    return emitOpError() << "histogram needs at least 2 bins, got "
+                         << getBins();
+  return success();
+}
+
+LogicalResult QuantileUpdateOp::verify() {
+  ShapeVerifier sv(*this);
+  if (failed(sv.rank("counts", getCounts(), 2, "[E, bins]")) ||
+      failed(sv.rank("bias", getBias(), 1, "[E]")) ||
+      failed(sv.sameDim("counts", getCounts(), 0, "bias", getBias(), 0,
+                        "expert count E")) ||
+      failed(sv.sameShape("new_bias", getNewBias(), "bias", getBias())))
+    return failure();
+  int64_t experts = sv.dim(getBias(), 0);
+  if (!ShapedType::isDynamic(experts) &&
+      static_cast<int64_t>(getTopK()) >= experts)
+    return emitOpError() << "top_k = " << getTopK()
+                         << " must be below the expert count " << experts;
+  return success();
+}
+
+LogicalResult KdaTransitionOp::verify() {
+  ShapeVerifier sv(*this);
+  Value k = getK(), m = getTransition();
+  if (failed(sv.rank("k", k, 4, "[B, T, H, dk]")) ||
+      failed(sv.sameShape("g", getG(), "k", k)) ||
+      failed(sv.rank("beta", getBeta(), 3, "[B, T, H]")) ||
+      failed(sv.rank("transition", m, 4, "[B, H, dk, dk]")))
+    return failure();
+  for (int64_t i = 0; i < 3; ++i)
+    if (failed(sv.sameDim("beta", getBeta(), i, "k", k, i, "[B, T, H]")))
+      return failure();
+  if (failed(sv.sameDim("transition", m, 0, "k", k, 0, "batch")) ||
+      failed(sv.sameDim("transition", m, 1, "k", k, 2, "head count H")) ||
+      failed(sv.sameDim("transition", m, 2, "k", k, 3, "key dim dk")) ||
+      failed(sv.sameDim("transition", m, 3, "k", k, 3, "key dim dk")))
+    return failure();
+  return success();
+}

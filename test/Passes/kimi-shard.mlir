@@ -202,3 +202,22 @@ func.func @prefill(%x: tensor<1x4x32xf32>, %c: tensor<1x3x32xf32> {kimi.state = 
 // CHECK: return %[[G]], %[[S]]
 // CHECK: func.func @prefill(%{{.*}}: tensor<1x4x32xf32>, %{{.*}}: tensor<1x3x8xf32> {kimi.state = "layers.1.q_conv_state"})
 // CHECK: call @prefill_layer_1(%{{.*}}, %{{.*}}) : (tensor<1x4x32xf32>, tensor<1x3x8xf32>) -> (tensor<1x4x32xf32>, tensor<1x3x8xf32>)
+
+// -----
+
+// quantile_balance in histogram form shards by rows: each rank counts its
+// margins, one integer all-reduce sums the counts, the bias comes from the
+// sums with q from all 64 rows.
+shard.grid @supernode(shape = 4)
+func.func @balance(%m: tensor<64x16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {
+  %s = shard.sharding @supernode split_axes = [[0]] : !shard.sharding
+  %ms = shard.shard %m to %s : tensor<64x16xf32>
+  %nb = kimi.quantile_balance %ms, %b top_k(4) bins(256) : tensor<64x16xf32>, tensor<16xf32> -> tensor<16xf32>
+  return %nb : tensor<16xf32>
+}
+// CHECK-LABEL: func.func @balance
+// CHECK: %[[MS:.*]] = shard.all_slice %{{.*}} on @supernode grid_axes = [0] slice_axis = 0 : tensor<64x16xf32> -> tensor<16x16xf32>
+// CHECK: %[[C:.*]] = kimi.quantile_counts %[[MS]], %{{.*}} bins(256) : tensor<16x16xf32>, tensor<16xf32> -> tensor<16x256xi32>
+// CHECK: %[[S:.*]] = shard.all_reduce %[[C]] on @supernode grid_axes = [0] : tensor<16x256xi32> -> tensor<16x256xi32>
+// CHECK: kimi.quantile_update %[[S]], %{{.*}} rows(64) top_k(4) : tensor<16x256xi32>, tensor<16xf32> -> tensor<16xf32>
+// CHECK-NOT: shard.all_gather

@@ -4,18 +4,25 @@
 # prompt row and every greedy decode row, relative L2 error <= 1e-4 (f32
 # sums in another order), and the same greedy tokens.
 #   usage: sharded-matches-single.sh KIMI_COMPILE KIMI_RUN CONFIG SINGLE.kimi
-#          RANKS STRATEGY WORKDIR [PROMPT_TOKENS] -- MPIEXEC [MPI FLAGS...]
+#          RANKS STRATEGY WORKDIR PROMPT_TOKENS NEW_TOKENS PREFILL_CHUNK
+#          -- MPIEXEC [FLAGS...] NP_FLAG
+#   (the launcher ends with its rank-count flag, e.g. mpirun ... -np).
+#   PREFILL_CHUNK 0 keeps kimi-compile's default; otherwise SINGLE.kimi must
+#   have been compiled with the same --prefill-chunk.
 set -euo pipefail
 compile=$1 run=$2 config=$3 single=$4 ranks=$5 strategy=$6 work=$7 prompt=$8
-shift 8
+new=$9 chunk=${10}
+shift 10
 [ "$1" = "--" ] && shift
 mkdir -p "$work"
 model="$work/model-$strategy-$ranks.kimi"
-"$compile" "$config" --grid "$ranks" --strategy "$strategy" -o "$model"
+flags=()
+[ "$chunk" != 0 ] && flags=(--prefill-chunk "$chunk")
+"$compile" "$config" "${flags[@]}" --grid "$ranks" --strategy "$strategy" -o "$model"
 
-args=(--random-weights 11 --prompt-random "$prompt" --seed 5 --max-new-tokens 6)
+args=(--random-weights 11 --prompt-random "$prompt" --seed 5 --max-new-tokens "$new")
 one=$("$run" "$single" "${args[@]}" --dump-logits "$work/single.f32")
-many=$("$@" -np "$ranks" "$run" "$model" "${args[@]}" --dump-logits "$work/sharded.f32")
+many=$("$@" "$ranks" "$run" "$model" "${args[@]}" --dump-logits "$work/sharded.f32")
 echo "$many" | grep -E "^(ranks|prefill|decode):"
 tokens_one=$(echo "$one" | sed -n 's/^generated: //p')
 tokens_many=$(echo "$many" | sed -n 's/^generated: //p')
