@@ -645,7 +645,17 @@ LogicalResult partitionKdaTime(KdaOp kda, ArrayRef<Value> operands,
 }
 
 /// Routed experts (or the latent MoE) with experts or their intermediate
-/// dimension split. `expertIn` is the experts' input (tokens, width W).
+/// dimension split.
+///
+/// Tokens replicated (tp): each rank runs its experts on the tokens routed to
+/// them (weight 0 for experts held elsewhere) and the contributions are
+/// all-reduced. Tokens split too (sp/dp, with ep): the dispatch gathers the
+/// routed tokens of the group (for the latent MoE the 3584-wide latents,
+/// projected down on their own rank first) with their routing, each rank
+/// computes its experts' contributions to every token, and the combine is a
+/// reduce-scatter that hands each rank the complete sums of its own tokens.
+/// Every buffer has a static shape: nothing is dropped and no count crosses
+/// to the host.
 LogicalResult partitionExperts(Operation &op, ArrayRef<Value> operands,
                                ArrayRef<Sharding> operandShardings,
                                ArrayRef<Sharding> resultShardings,
@@ -657,76 +667,93 @@ LogicalResult partitionExperts(Operation &op, ArrayRef<Value> operands,
   SmallVector<SmallVector<GridAxis>> axes =
       loopAxes(nest, operandShardings, resultShardings);
   Location loc = op.getLoc();
-  bool latent = isa<LatentMoeOp>(op);
+  auto moe = dyn_cast<LatentMoeOp>(op);
   Value x = operands[0], weights = operands[1], indices = operands[2];
   int64_t tokenDims = rankOf(x) - 1;
   // Loop numbering of nestOf: tokens, k, then (latent: d, w, out | routed:
   // in, out), then e, i.
-  unsigned eLoop = tokenDims + (latent ? 4 : 3), iLoop = eLoop + 1;
+  unsigned eLoop = tokenDims + (moe ? 4 : 3), iLoop = eLoop + 1;
   bool splitE = !axes[eLoop].empty(), splitI = !axes[iLoop].empty();
   if (!splitE && !splitI) {
     Operation *copy = cloneLocal(op, operands, resultShardings, grid, b);
     partitionMap.map(op.getResult(0), copy->getResult(0));
     return success();
   }
+  auto opType = cast<RankedTensorType>(op.getResult(0).getType());
+  auto withLast = [](Value v, int64_t last, Type et) {
+    SmallVector<int64_t> shape(cast<RankedTensorType>(v.getType()).getShape());
+    shape.back() = last;
+    return RankedTensorType::get(shape, et);
+  };
+  // The experts' input: the latent for the latent MoE, computed on the
+  // token's own rank.
+  Value in = x;
+  if (moe) {
+    int64_t width =
+        cast<RankedTensorType>(operands[3].getType()).getDimSize(0);
+    in = LinearOp::create(b, loc, withLast(x, width, opType.getElementType()),
+                          x, operands[3], Value());
+  }
   auto tokens = splitTokenDims(axes, tokenDims);
-  if (!tokens.empty() && (splitE || splitI)) {
-    // Experts see every token: gather the routed tokens, scatter the sums.
-    x = gatherTokens(b, loc, x, grid, tokens);
+  if (!tokens.empty()) {
+    // Dispatch: the group's routed tokens and their routing.
+    in = gatherTokens(b, loc, in, grid, tokens);
     weights = gatherTokens(b, loc, weights, grid, tokens);
     indices = gatherTokens(b, loc, indices, grid, tokens);
   }
-  ValueRange expert = ValueRange(operands).slice(latent ? 4 : 3, 3);
-  int64_t localExperts = cast<RankedTensorType>(expert[0].getType()).getDimSize(0);
+  ValueRange expert = ValueRange(operands).slice(moe ? 4 : 3, 3);
+  int64_t localExperts =
+      cast<RankedTensorType>(expert[0].getType()).getDimSize(0);
   if (splitE)
     std::tie(weights, indices) = localRouting(b, loc, weights, indices,
                                               localExperts, grid, axes[eLoop]);
+  size_t firstScale = moe ? 7 : 6;
+  size_t numScales = moe ? moe.getScales().size()
+                         : operands.size() - firstScale;
+  SmallVector<Value> scales(operands.begin() + firstScale,
+                            operands.begin() + firstScale + numScales);
+  auto attrs = [&](auto o) {
+    return std::make_tuple(o.getActivationAttr(), o.getBetaAttr(),
+                           o.getLinearBetaAttr());
+  };
+  auto [act, beta, linearBeta] =
+      moe ? attrs(moe) : attrs(cast<RoutedExpertsOp>(op));
+  int64_t width = cast<RankedTensorType>(in.getType()).getShape().back();
+  Value r = RoutedExpertsOp::create(
+      b, loc, withLast(in, width, opType.getElementType()), in, weights,
+      indices, expert[0], expert[1], expert[2], scales, act, beta, linearBeta);
+
+  // Combine: sum the contributions over the expert group; with tokens split
+  // on the same axes, scatter each rank its own tokens' sums.
   SmallVector<GridAxis> reduceAxes(axes[eLoop]);
   reduceAxes.append(axes[iLoop]);
-
-  SmallVector<int64_t> outShape(cast<RankedTensorType>(x.getType()).getShape());
-  auto opType = cast<RankedTensorType>(op.getResult(0).getType());
-  outShape.back() = opType.getShape().back();
-  auto outType = RankedTensorType::get(outShape, opType.getElementType());
-  Value result;
-  if (auto routed = dyn_cast<RoutedExpertsOp>(op)) {
-    SmallVector<Value> scales(operands.begin() + 6, operands.end());
-    result = RoutedExpertsOp::create(
-        b, loc, outType, x, weights, indices, expert[0], expert[1], expert[2],
-        scales, routed.getActivationAttr(), routed.getBetaAttr(),
-        routed.getLinearBetaAttr());
-    if (!reduceAxes.empty())
-      result = allReduce(b, loc, result, grid, reduceAxes);
+  SmallVector<GridAxis> tokenAxes;
+  for (auto &[dim, dimAxes] : tokens)
+    tokenAxes.append(dimAxes);
+  if (tokens.size() == 1 && tokenAxes == reduceAxes) {
+    auto t = cast<RankedTensorType>(r.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    int64_t dim = tokens[0].first;
+    shape[dim] /= groupSize(grid, tokenAxes);
+    r = ReduceScatterOp::create(b, loc, t.clone(shape), grid.getSymName(),
+                                tokenAxes, r, ReductionKind::Sum,
+                                APInt(64, dim))
+            .getResult();
   } else {
-    auto moe = cast<LatentMoeOp>(op);
-    Value downLatent = operands[3];
-    int64_t width = cast<RankedTensorType>(downLatent.getType()).getDimSize(0);
-    SmallVector<int64_t> zShape(outType.getShape());
-    zShape.back() = width;
-    auto zType = outType.clone(zShape);
-    Value z = LinearOp::create(b, loc, zType, x, downLatent, Value());
-    SmallVector<Value> scales(operands.begin() + 7,
-                              operands.begin() + 7 + moe.getScales().size());
-    Value r = RoutedExpertsOp::create(
-        b, loc, zType, z, weights, indices, expert[0], expert[1], expert[2],
-        scales, moe.getActivationAttr(), moe.getBetaAttr(),
-        moe.getLinearBetaAttr());
-    if (!reduceAxes.empty())
-      r = allReduce(b, loc, r, grid, reduceAxes);
-    if (moe.getNorm())
-      r = RmsNormOp::create(b, loc, zType, r, operands[operands.size() - 2],
-                            moe.getEpsAttr());
-    result = LinearOp::create(b, loc, outType, r, operands.back(), Value());
-  }
-  if (!tokens.empty() && (splitE || splitI)) {
-    // Every rank holds the full sum of all tokens: keep its own rows.
-    // (The reduce-scatter over a replicated sum would multiply it by the
-    // group size, so slice instead.)
+    r = allReduce(b, loc, r, grid, reduceAxes);
     for (auto &[dim, dimAxes] : tokens)
-      result = AllSliceOp::create(b, loc, result, grid, dimAxes, dim)
-                   .getResult();
+      r = AllSliceOp::create(b, loc, r, grid, dimAxes, dim).getResult();
   }
-  partitionMap.map(op.getResult(0), result);
+  if (moe) {
+    if (moe.getNorm())
+      r = RmsNormOp::create(b, loc, r.getType(), r,
+                            operands[operands.size() - 2], moe.getEpsAttr());
+    r = LinearOp::create(b, loc,
+                         withLast(r, opType.getShape().back(),
+                                  opType.getElementType()),
+                         r, operands.back(), Value());
+  }
+  partitionMap.map(op.getResult(0), r);
   return success();
 }
 
@@ -783,6 +810,10 @@ struct KimiSharding
                     ArrayRef<Sharding> resultShardings) const {
     FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
         op, operandShardings, resultShardings);
+    // Upstream refuses one grid axis on two loops; routed experts take
+    // tokens and experts split on the same axes (dispatch and combine).
+    if (failed(option) && isa<RoutedExpertsOp, LatentMoeOp>(op))
+      option = expertOption(op, operandShardings);
     if (failed(option) || option->empty)
       return option;
     LoopNest nest = nestOf(op);
@@ -903,6 +934,23 @@ struct KimiSharding
   }
 
 private:
+  /// Tokens from the tokens' shardings, experts from the expert weights'.
+  static FailureOr<ShardingOption>
+  expertOption(Operation *op, ArrayRef<Sharding> operandShardings) {
+    LoopNest nest = nestOf(op);
+    SmallVector<SmallVector<GridAxis>> axes =
+        loopAxes(nest, operandShardings, {});
+    FlatSymbolRefAttr grid;
+    for (const Sharding &s : operandShardings)
+      if (s && s.getGridAttr())
+        grid = s.getGridAttr();
+    if (!grid)
+      return failure();
+    ShardingArray array(axes.begin(), axes.end());
+    removeTrailingEmptySubArray(array);
+    return ShardingOption(array, grid);
+  }
+
   /// The extent of each loop: the smallest tensor dimension it indexes
   /// (kv_b_proj's head rows index h with H * (dn + dv) rows).
   static SmallVector<int64_t> loopExtents(Operation *op, const LoopNest &nest) {

@@ -26,8 +26,8 @@
 // CHECK-NEXT: shard.all_reduce {{.*}} grid_axes = [1] : tensor<1x8192x7168xbf16>
 // LatentMoE decomposed around the expert-parallel routed experts.
 // CHECK: kimi.router {{.*}} -> tensor<1x8192x16xf32>, tensor<1x8192x16xi32>
-// CHECK: shard.process_multi_index on @supernode axes = {{\[}}0, 1] : index, index
 // CHECK: kimi.linear {{.*}} : tensor<1x8192x7168xbf16>, tensor<3584x7168xbf16> -> tensor<1x8192x3584xbf16>
+// CHECK: shard.process_multi_index on @supernode axes = {{\[}}0, 1] : index, index
 // CHECK: kimi.routed_experts situ {{.*}} : (tensor<1x8192x3584xbf16>, tensor<1x8192x16xf32>, tensor<1x8192x16xi32>, tensor<14x3072x3584xf4E2M1FN>, tensor<14x3072x3584xf4E2M1FN>, tensor<14x3584x3072xf4E2M1FN>, tensor<14x3072x112xf8E8M0FNU>, tensor<14x3072x112xf8E8M0FNU>, tensor<14x3584x96xf8E8M0FNU>) -> tensor<1x8192x3584xbf16>
 // CHECK-NEXT: shard.all_reduce {{.*}} grid_axes = [0, 1] : tensor<1x8192x3584xbf16>
 // CHECK-NEXT: kimi.rms_norm
