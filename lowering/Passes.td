@@ -129,4 +129,38 @@ def KimiExternalizeWeights
   ];
 }
 
+def KimiLowerCollectives
+    : Pass<"kimi-lower-collectives", "::mlir::ModuleOp"> {
+  let summary = "Lower shard collectives to calls into the runtime's communicator";
+  let description = [{
+    The CPU target's collective ABI (docs/runtime-abi.md). After
+    `shard-partition`, each rank's code exchanges data through `shard` ops;
+    this pass turns each into a call to the shared object's comm shim, which
+    forwards to the `Communicator` the runtime installs when it loads the
+    artifact (MPI for CPU ranks):
+
+    * `shard.all_reduce` (sum, max) -> `kimi_rt_all_reduce_<t>(send, recv, op)`;
+    * `shard.all_gather` -> `kimi_rt_all_gather_<t>(send, recv)`, whose
+      rank-stacked blocks are transposed to the gather axis;
+    * `shard.reduce_scatter`, `shard.all_to_all` likewise, with the blocks
+      of the scatter / split axis made leading and contiguous first;
+    * `shard.all_slice` -> `tensor.extract_slice` at this rank's block;
+    * `shard.process_multi_index` / `process_linear_index` ->
+      `kimi_rt_rank()` and index arithmetic over the grid shape.
+
+    `<t>` is `f32`, `i32` or `i64`; buffers are `memref<?xT>` (send: a
+    contiguous copy of the operand; recv: a fresh allocation wrapped back
+    into a tensor). Collectives over part of a grid (a subset of the axes of
+    a 2-D grid) need sub-communicators, which the runtime does not have yet:
+    they are an error naming the op. The `shard.grid` is erased.
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 #endif // KIMI_LOWERING_PASSES_TD

@@ -10,6 +10,11 @@
 
 #include "dialects/Kimi/KimiDialect.h"
 #include "passes/DecayBoundAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include <memory>
@@ -32,6 +37,15 @@ constexpr llvm::StringLiteral kIntervalAttrName = "kimi.interval";
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
+
+/// The partitioning pipeline on an imported model (docs/passes/shard.md):
+/// inline, symbol-dce, kimi-shard{grid, strategy}, per function
+/// sharding-propagation{traversal=forward} and shard-partition, then
+/// kimi-localize-weights and canonicalize. The context needs
+/// registerKimiShardingModels (passes/ShardingModels.h).
+void buildPartitionPipeline(mlir::OpPassManager &pm,
+                            llvm::ArrayRef<int64_t> grid,
+                            llvm::ArrayRef<std::string> strategies);
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"

@@ -111,4 +111,90 @@ def KimiChunkKda : Pass<"kimi-chunk-kda", "::mlir::ModuleOp"> {
   ];
 }
 
+def KimiShard : Pass<"kimi-shard", "::mlir::ModuleOp"> {
+  let summary = "Lay a model out over the @supernode device grid";
+  let description = [{
+    Declares the device grid `shard.grid @supernode` and annotates every
+    function of the module with where the model's parameters and state live,
+    as `shard.shard` ops of the upstream `shard` dialect. What lies between
+    (activations, partial sums) is left to `sharding-propagation`, which
+    derives it from the sharding rules of the kimi ops
+    (`passes/ShardingModels.cpp`); `shard-partition` then rewrites each
+    function into the code of one rank with explicit collectives.
+
+    ```
+    kimi-opt model.mlir --pass-pipeline='builtin.module(kimi-shard{grid=8 strategy=tp,ep},
+      func.func(sharding-propagation{traversal=forward},shard-partition),
+      kimi-localize-weights,canonicalize)'
+    ```
+
+    `grid` is the grid shape: one size (`8`, a 1-D grid) or two (`8,8`:
+    groups x devices per group). Strategies (`strategy`, any combination):
+
+    * `tp` (tensor parallel, by heads): KDA and MLA projections into heads
+      (q/k/v, their convolutions, the forget-gate up projection, `A_log`,
+      `dt_bias`, beta, the output gate, MLA `q_b`/`kv_b`) split by rows,
+      `o_proj` by columns (its partial sums are all-reduced); KDA recurrent
+      and conv states split by heads / channels; the dense MLP and shared
+      experts split by intermediate columns/rows; routed experts (without
+      `ep`) split by their intermediate dimension; `lm_head` split by
+      vocabulary (the logits are all-gathered). On a 2-D grid it uses the
+      inner axis.
+    * `ep` (expert parallel): each routed-expert stack split by experts over
+      all devices (K3: 896 / 64 = 14 per device); each rank runs its
+      experts on the tokens routed to them and the contributions are summed.
+    * `dp` (data parallel): the batch dimension of tokens, states and logits
+      split (outer axis of a 2-D grid).
+    * `sp` (sequence parallel): the token dimension of the prompt split
+      inside the layers; token-wise work (projections, norms, MLPs, experts)
+      runs on each rank's segment, the KDA short convolutions take a
+      3-token halo from the previous rank, and `kimi.kda` runs per segment
+      with the (M, S_ext) composition (one all-gather of the segment
+      summaries and a local fold); MLA attention gathers the tokens.
+
+    Everything not listed (embedding, norms, AttnRes weights, router, MLA
+    down projections and latent cache) is replicated.
+
+    The pass checks that every split divides: a head count, a weight
+    dimension or a batch that the grid does not divide is an error naming
+    the op, the dimension and the sizes, e.g.
+    `'kimi.kda' op strategy tp splits 6 heads (dim 2 of q) over 4 devices`.
+
+    Every function with a body is annotated: its arguments and results by
+    the rules above (named `kimi.state` values by the state rules, other
+    tensors as activations), and each `func.call` of a layer function with
+    its callee's argument and result shardings, so that the layers stay
+    functions and are partitioned one by one. An entry (public function)
+    keeps its tokens and logits whole under `sp`, and a single token
+    (decode) is never split by sequence.
+  }];
+  // What the partitioning rules create later in the pipeline (shard-partition
+  // itself loads only shard and tensor).
+  let dependentDialects = ["::kimi::KimiDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    ListOption<"grid", "grid", "int64_t",
+               "Grid shape: N devices, or G,T for G groups of T devices">,
+    ListOption<"strategy", "strategy", "std::string",
+               "Any of tp, ep, dp, sp (comma-separated)">,
+  ];
+}
+
+def KimiLocalizeWeights : Pass<"kimi-localize-weights", "::mlir::ModuleOp"> {
+  let summary = "Declare each partitioned weight as the block one rank holds";
+  let description = [{
+    After `shard-partition`, a `kimi.weight_ref` of a split parameter yields
+    one block of it (`parts`). This pass makes the `kimi.weight` declaration
+    that block: its type becomes the block's type and it records `parts`,
+    so the artifact's weight manifest and the runtime load only the block of
+    their rank. All references of one weight must agree on the block shape;
+    a weight read whole in one place and split in another is an error naming
+    both.
+  }];
+  let dependentDialects = ["::kimi::KimiDialect"];
+}
+
 #endif // KIMI_PASSES_TD

@@ -159,9 +159,11 @@ LogicalResult verifyExperts(Operation *op, ShapeVerifier &sv, int64_t width,
       failed(sv.dimIs("down_proj", down, 1, width, "expert output width")))
     return failure();
 
+  // kimi.routed_experts may hold one rank's block of the experts (expert
+  // parallelism), which can be fewer than k; the whole latent MoE may not.
   int64_t k = sv.dim(routingWeights, -1), experts = sv.dim(gate, 0);
-  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(experts) &&
-      k > experts)
+  if (isa<LatentMoeOp>(op) && !ShapedType::isDynamic(k) &&
+      !ShapedType::isDynamic(experts) && k > experts)
     return op->emitOpError() << "routes each token to " << k
                              << " experts but only " << experts << " exist";
 
@@ -267,7 +269,27 @@ LogicalResult WeightOp::verify() {
   if (getSymName().contains("{e}") && type.getRank() < 2)
     return emitOpError() << "expert stack @\"" << getSymName()
                          << "\" needs a leading expert dimension, got " << type;
+  if (std::optional<ArrayRef<int64_t>> parts = getParts()) {
+    if (static_cast<int64_t>(parts->size()) != type.getRank())
+      return emitOpError() << "weight @\"" << getSymName() << "\" has "
+                           << parts->size() << " parts for rank "
+                           << type.getRank();
+    for (int64_t p : *parts)
+      if (p < 1)
+        return emitOpError() << "weight @\"" << getSymName()
+                             << "\": parts must be positive, got " << p;
+  }
   return success();
+}
+
+/// The logical (unpartitioned) shape of `type` cut into `parts` blocks.
+static SmallVector<int64_t> logicalShape(RankedTensorType type,
+                                         std::optional<ArrayRef<int64_t>> parts) {
+  SmallVector<int64_t> shape(type.getShape());
+  if (parts && parts->size() == shape.size())
+    for (auto [d, p] : llvm::zip(shape, *parts))
+      d *= p;
+  return shape;
 }
 
 LogicalResult
@@ -277,10 +299,26 @@ WeightRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!weight)
     return emitOpError() << "'" << getName()
                          << "' does not name a kimi.weight";
-  if (weight.getType() != getType())
-    return emitOpError() << "result type " << getType()
-                         << " does not match the declared type "
-                         << weight.getType() << " of @\"" << getName() << "\"";
+  auto declared = cast<RankedTensorType>(weight.getType());
+  auto type = cast<RankedTensorType>(getType());
+  if (!getParts()) {
+    if (declared != type)
+      return emitOpError() << "result type " << getType()
+                           << " does not match the declared type "
+                           << weight.getType() << " of @\"" << getName()
+                           << "\"";
+    return success();
+  }
+  if (static_cast<int64_t>(getParts()->size()) != type.getRank())
+    return emitOpError() << "has " << getParts()->size()
+                         << " parts for a result of rank " << type.getRank();
+  if (declared.getElementType() != type.getElementType() ||
+      logicalShape(declared, weight.getParts()) !=
+          logicalShape(type, getParts()))
+    return emitOpError() << "result type " << getType() << " in parts "
+                         << "does not cover the declared type "
+                         << weight.getType() << " of @\"" << getName()
+                         << "\"";
   return success();
 }
 
@@ -628,5 +666,57 @@ LogicalResult QuantileBalanceOp::verify() {
                          << " must be below the expert count " << experts;
   if (std::optional<int64_t> bins = getBins(); bins && *bins < 2)
     return emitOpError() << "histogram needs at least 2 bins, got " << *bins;
+  return success();
+}
+
+LogicalResult QuantileCountsOp::verify() {
+  ShapeVerifier sv(*this);
+  if (failed(sv.rank("margins", getMargins(), 2, "[N, E]")) ||
+      failed(sv.rank("bias", getBias(), 1, "[E]")) ||
+      failed(sv.sameDim("bias", getBias(), 0, "margins", getMargins(), 1,
+                        "expert count E")) ||
+      failed(sv.rank("counts", getCounts(), 2, "[E, bins]")) ||
+      failed(sv.sameDim("counts", getCounts(), 0, "bias", getBias(), 0,
+                        "expert count E")) ||
+      failed(sv.dimIs("counts", getCounts(), 1, getBins(), "bins")))
+    return failure();
+  if (getBins() < 2)
+    return emitOpError() << "histogram needs at least 2 bins, got "
+                         << getBins();
+  return success();
+}
+
+LogicalResult QuantileUpdateOp::verify() {
+  ShapeVerifier sv(*this);
+  if (failed(sv.rank("counts", getCounts(), 2, "[E, bins]")) ||
+      failed(sv.rank("bias", getBias(), 1, "[E]")) ||
+      failed(sv.sameDim("counts", getCounts(), 0, "bias", getBias(), 0,
+                        "expert count E")) ||
+      failed(sv.sameShape("new_bias", getNewBias(), "bias", getBias())))
+    return failure();
+  int64_t experts = sv.dim(getBias(), 0);
+  if (!ShapedType::isDynamic(experts) &&
+      static_cast<int64_t>(getTopK()) >= experts)
+    return emitOpError() << "top_k = " << getTopK()
+                         << " must be below the expert count " << experts;
+  return success();
+}
+
+LogicalResult KdaTransitionOp::verify() {
+  ShapeVerifier sv(*this);
+  Value k = getK(), m = getTransition();
+  if (failed(sv.rank("k", k, 4, "[B, T, H, dk]")) ||
+      failed(sv.sameShape("g", getG(), "k", k)) ||
+      failed(sv.rank("beta", getBeta(), 3, "[B, T, H]")) ||
+      failed(sv.rank("transition", m, 4, "[B, H, dk, dk]")))
+    return failure();
+  for (int64_t i = 0; i < 3; ++i)
+    if (failed(sv.sameDim("beta", getBeta(), i, "k", k, i, "[B, T, H]")))
+      return failure();
+  if (failed(sv.sameDim("transition", m, 0, "k", k, 0, "batch")) ||
+      failed(sv.sameDim("transition", m, 1, "k", k, 2, "head count H")) ||
+      failed(sv.sameDim("transition", m, 2, "k", k, 3, "key dim dk")) ||
+      failed(sv.sameDim("transition", m, 3, "k", k, 3, "key dim dk")))
+    return failure();
   return success();
 }

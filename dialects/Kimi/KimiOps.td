@@ -50,9 +50,25 @@ def Kimi_WeightOp : Kimi_Op<"weight", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ```mlir
     kimi.weight @"model.embed_tokens.weight" : tensor<163840x7168xbf16>
     ```
+
+    After partitioning over a device grid (`kimi-shard`, `shard-partition`)
+    a declaration may hold one block of the parameter: `parts` gives, per
+    dimension, into how many equal blocks the Hugging Face tensor is cut, and
+    `type` is the shape of one block. The logical shape is
+    `type.shape[i] * parts[i]`; the runtime loads the block of its rank.
+
+    ```mlir
+    kimi.weight @"model.layers.1.self_attn.o_proj.weight" {parts = array<i64: 1, 8>} : tensor<7168x1536xbf16>
+    ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type);
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<DenseI64ArrayAttr>:$parts);
   let assemblyFormat = "$sym_name attr-dict `:` $type";
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$symName, "::mlir::Type":$type), [{
+      build($_builder, $_state, $_builder.getStringAttr(symName),
+            ::mlir::TypeAttr::get(type), ::mlir::DenseI64ArrayAttr());
+    }]>];
   let hasVerifier = 1;
 }
 
@@ -61,13 +77,24 @@ def Kimi_WeightRefOp : Kimi_Op<"weight_ref", [
   let summary = "reads a declared model parameter";
   let description = [{
     Yields the value of the parameter declared by the `kimi.weight` with the
-    given name. The result type must equal the declared type.
+    given name. The result type must equal the declared type, or, with
+    `parts` (set by `shard-partition` on a sharded weight), be one of
+    `parts[i]` equal blocks along each dimension `i` of the logical shape
+    (declared shape times the declaration's own `parts`).
 
     ```mlir
     %w = kimi.weight_ref @"model.norm.weight" : tensor<7168xbf16>
+    %o = kimi.weight_ref @"model.layers.1.self_attn.o_proj.weight" {parts = array<i64: 1, 8>} : tensor<7168x1536xbf16>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins FlatSymbolRefAttr:$name,
+                       OptionalAttr<DenseI64ArrayAttr>:$parts);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::llvm::StringRef":$name), [{
+      build($_builder, $_state, result,
+            ::mlir::FlatSymbolRefAttr::get($_builder.getContext(), name),
+            ::mlir::DenseI64ArrayAttr());
+    }]>];
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
@@ -290,6 +317,27 @@ def Kimi_KdaOp : Kimi_Op<"kda", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def Kimi_KdaTransitionOp : Kimi_Op<"kda_transition", [Pure]> {
+  let summary = "state transition of a KDA segment (sequence parallelism)";
+  let description = [{
+    For `k : [B, T, H, dk]`, `g : [B, T, H, dk]` (f32 log decay) and
+    `beta : [B, T, H]`, returns `M = A_T ... A_1 : [B, H, dk, dk]` (f32) with
+    `A_t = Diag(a_t) - beta_t k_t (a_t * k_t)^T`, `a_t = exp(g_t)` [2]: the
+    final state of `kimi.kda` over the segment from an initial state `S` is
+    `M S + S_ext`, `S_ext` being its final state from zero. Segments compose:
+    `(M2, S2) o (M1, S1) = (M2 M1, M2 S1 + S2)`. `kimi-shard`'s sequence
+    split of `kimi.kda` computes it per rank (f32, as the reference asks).
+  }];
+  let arguments = (ins Kimi_ActTensor:$k, Kimi_F32Tensor:$g,
+                       Kimi_ActTensor:$beta);
+  let results = (outs Kimi_F32Tensor:$transition);
+  let assemblyFormat = [{
+    $k `,` $g `,` $beta attr-dict `:` type($k) `,` type($g) `,` type($beta)
+    `->` type($transition)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Gated MLA without positional encoding
 //===----------------------------------------------------------------------===//
@@ -422,7 +470,10 @@ def Kimi_RoutedExpertsOp : Kimi_Op<"routed_experts", [Pure]> {
 
     `act` is `situ` (`kimi.situ_glu` with `beta`, `linear_beta`) or `silu`
     (`SiLU(gate) * up`). MXFP4 experts pass three scale tensors after the
-    weights, `[E, I, W/32]`, `[E, I, W/32]`, `[E, W, I/32]`.
+    weights, `[E, I, W/32]`, `[E, I, W/32]`, `[E, W, I/32]`. After expert
+    parallel partitioning the op holds one rank's block of the experts, so
+    `k` may exceed `E` (indices are local; other ranks' experts carry
+    weight 0).
   }];
   let arguments = (ins Kimi_ActTensor:$x, Kimi_F32Tensor:$weights,
                        Kimi_IdTensor:$indices, Kimi_WeightTensor:$gate_proj,
@@ -482,9 +533,13 @@ def Kimi_QuantileBalanceOp : Kimi_Op<"quantile_balance", [Pure]> {
     From router margins `margins : [N, E]` (`kimi.router`'s third result) and
     the current `bias : [E]`, computes the new bias [5]: with target load
     `q = N * k / E` (rounded down), `new_bias_j = bias_j - m_j` where `m_j` is
-    the `(q+1)`-th largest margin of column `j`. With `bins`, the quantile is
-    read from a `bins`-bucket histogram of the margins (the form that shards:
-    per-rank counts summed by one integer all-reduce); without it, exactly.
+    the `(q+1)`-th largest margin of column `j`. Without `bins`, exactly.
+    With `bins`, from a histogram, the form that shards over tokens:
+    `kimi.quantile_counts` then `kimi.quantile_update` (per-rank counts are
+    summed by one integer all-reduce in between); `m_j` is then the upper
+    edge of the bin holding the `(q+1)`-th largest margin, so at most `q`
+    margins of column `j` exceed it and at least `q + 1` exceed it minus one
+    bin width.
   }];
   let arguments = (ins Kimi_F32Tensor:$margins, Kimi_F32Tensor:$bias,
                        Kimi_PositiveI64:$top_k, OptionalAttr<I64Attr>:$bins);
@@ -492,6 +547,49 @@ def Kimi_QuantileBalanceOp : Kimi_Op<"quantile_balance", [Pure]> {
   let assemblyFormat = [{
     $margins `,` $bias `top_k` `(` $top_k `)` (`bins` `(` $bins^ `)`)? attr-dict
     `:` type($margins) `,` type($bias) `->` type($new_bias)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kimi_QuantileCountsOp : Kimi_Op<"quantile_counts", [Pure]> {
+  let summary = "per-expert histogram of router margins (Quantile Balancing)";
+  let description = [{
+    Counts the margins `margins : [N, E]` of each expert column `j` in
+    `bins` equal bins over `[lo_j, hi_j] = [bias_j - max(bias) - 1,
+    bias_j - min(bias) + 1]` (`bias : [E]`, the router bias the margins were
+    computed with). Every margin `s + bias_j - alpha` lies inside, because
+    sigmoid scores are in `(0, 1)` and `alpha` is a biased score of the same
+    token; values outside are counted in the first or last bin. Bin
+    `floor((m - lo_j) / (hi_j - lo_j) * bins)`. The result is
+    `counts : [E, bins]` (i32). The range depends only on the bias, so every
+    rank of a token-sharded batch bins alike and the counts add up.
+  }];
+  let arguments = (ins Kimi_F32Tensor:$margins, Kimi_F32Tensor:$bias,
+                       Kimi_PositiveI64:$bins);
+  let results = (outs RankedTensorOf<[I32]>:$counts);
+  let assemblyFormat = [{
+    $margins `,` $bias `bins` `(` $bins `)` attr-dict `:` type($margins) `,`
+    type($bias) `->` type($counts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kimi_QuantileUpdateOp : Kimi_Op<"quantile_update", [Pure]> {
+  let summary = "router bias from summed margin histograms (Quantile Balancing)";
+  let description = [{
+    From `counts : [E, B]` (`kimi.quantile_counts` over all `rows` tokens,
+    summed over ranks) and `bias : [E]`: with `q = rows * k / E` (rounded
+    down), finds per column `j` the bin `c` holding the `(q+1)`-th largest
+    margin (counting from the top bin) and returns
+    `new_bias_j = bias_j - (lo_j + (c + 1) * w_j)` with the range of
+    `kimi.quantile_counts` and `w_j = (hi_j - lo_j) / B`.
+  }];
+  let arguments = (ins RankedTensorOf<[I32]>:$counts, Kimi_F32Tensor:$bias,
+                       Kimi_PositiveI64:$rows, Kimi_PositiveI64:$top_k);
+  let results = (outs Kimi_F32Tensor:$new_bias);
+  let assemblyFormat = [{
+    $counts `,` $bias `rows` `(` $rows `)` `top_k` `(` $top_k `)` attr-dict
+    `:` type($counts) `,` type($bias) `->` type($new_bias)
   }];
   let hasVerifier = 1;
 }

@@ -2,6 +2,7 @@
 
 #include "lowering/KimiToLinalg/LinalgBuilders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -40,6 +41,18 @@ Value filled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
     scalar = arith::ConstantOp::create(
         b, loc, b.getIntegerAttr(elementType, static_cast<int64_t>(value)));
   return linalg::FillOp::create(b, loc, scalar, empty).getResult(0);
+}
+
+Value carryLoop(OpBuilder &b, Location loc, int64_t n, Value init,
+                llvm::function_ref<Value(OpBuilder &, Location, Value, Value)>
+                    body) {
+  auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto loop = scf::ForOp::create(
+      b, loc, idx(0), idx(n), idx(1), ValueRange{init},
+      [&](OpBuilder &lb, Location l, Value i, ValueRange it) {
+        scf::YieldOp::create(lb, l, body(lb, l, i, it[0]));
+      });
+  return loop.getResult(0);
 }
 
 Value generic(OpBuilder &b, Location loc, Value init, ValueRange inputs,

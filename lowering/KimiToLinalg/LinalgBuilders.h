@@ -36,6 +36,14 @@ mlir::Value filled(mlir::OpBuilder &b, mlir::Location loc,
                    llvm::ArrayRef<mlir::OpFoldResult> sizes,
                    mlir::Type elementType, double value);
 
+/// scf.for over [0, n) carrying one value; `body(b, loc, i, carried)`
+/// returns its update.
+mlir::Value carryLoop(
+    mlir::OpBuilder &b, mlir::Location loc, int64_t n, mlir::Value init,
+    llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                   mlir::Value, mlir::Value)>
+        body);
+
 /// Body of a generic: receives the inputs converted to f32 (integers as
 /// they are) and the output accumulator converted to f32, returns the new
 /// output value in f32.

@@ -335,6 +335,24 @@ struct LatentMoeDecomposition : OpRewritePattern<LatentMoeOp> {
   }
 };
 
+/// new_bias[j] = bias[j] - threshold(j, bias[j]) for every expert column j
+/// (the shape of both Quantile Balancing updates).
+Value subtractPerColumn(
+    OpBuilder &b, Location loc, Value bias,
+    llvm::function_ref<Value(OpBuilder &, Location, Value j, Value bj)>
+        threshold) {
+  int64_t experts = typeOf(bias).getDimSize(0);
+  return carryLoop(b, loc, experts, bias,
+                   [&](OpBuilder &cb, Location l, Value j, Value current) {
+                     Value bj = tensor::ExtractOp::create(cb, l, current,
+                                                          ValueRange{j});
+                     Value updated = arith::SubFOp::create(
+                         cb, l, bj, threshold(cb, l, j, bj));
+                     return Value(tensor::InsertOp::create(
+                         cb, l, updated, current, ValueRange{j}));
+                   });
+}
+
 /// new_bias[j] = bias[j] - (the (q+1)-th largest margin of column j),
 /// q = floor(N k / E): per column, q+1 rounds of arg-max with the winner
 /// knocked out. The quantile is computed exactly; with `bins` the sharded
@@ -346,6 +364,22 @@ struct QuantileBalanceLowering : OpRewritePattern<QuantileBalanceOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
+    if (std::optional<int64_t> bins = op.getBins()) {
+      // The histogram form: the same two ops a token-sharded batch runs,
+      // with its all-reduce in between.
+      int64_t rows = typeOf(op.getMargins()).getDimSize(0);
+      if (ShapedType::isDynamic(rows))
+        return rewriter.notifyMatchFailure(op, "histogram form needs static N");
+      int64_t experts = typeOf(op.getBias()).getDimSize(0);
+      auto countsType = RankedTensorType::get({experts, *bins}, b.getI32Type());
+      Value counts = QuantileCountsOp::create(b, loc, countsType,
+                                              op.getMargins(), op.getBias(),
+                                              *bins);
+      rewriter.replaceOpWithNewOp<QuantileUpdateOp>(
+          op, op.getNewBias().getType(), counts, op.getBias(), rows,
+          op.getTopK());
+      return success();
+    }
     Value margins = op.getMargins();
     int64_t experts = typeOf(margins).getDimSize(1);
     OpFoldResult tokenCount = sizesOf(b, loc, margins)[0];
@@ -360,10 +394,9 @@ struct QuantileBalanceLowering : OpRewritePattern<QuantileBalanceOp> {
         cIndex(b, loc, 1));
     Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
     Type f32 = b.getF32Type();
-    auto columns = scf::ForOp::create(
-        b, loc, cIndex(b, loc, 0), cIndex(b, loc, experts), cIndex(b, loc, 1),
-        ValueRange{op.getBias()},
-        [&](OpBuilder &nb, Location l, Value j, ValueRange iter) {
+    Value updated = subtractPerColumn(
+        b, loc, op.getBias(),
+        [&](OpBuilder &nb, Location l, Value j, Value) -> Value {
           // Column j as a 1-D tensor.
           Value column = tensor::EmptyOp::create(
               nb, l, ArrayRef<OpFoldResult>{tokenCount}, f32);
@@ -387,14 +420,150 @@ struct QuantileBalanceLowering : OpRewritePattern<QuantileBalanceOp> {
                                                       ValueRange{at});
                 scf::YieldOp::create(sb, sl, ValueRange{work, best});
               });
-          Value b0 = tensor::ExtractOp::create(nb, l, iter[0], ValueRange{j});
-          Value updated = arith::SubFOp::create(nb, l, b0, select.getResult(1));
+          return select.getResult(1);
+        });
+    rewriter.replaceOp(op, updated);
+    return success();
+  }
+};
+
+/// The histogram range of column j: [bias_j - max(bias) - 1,
+/// bias_j - min(bias) + 1] (kimi.quantile_counts).
+struct HistogramRange {
+  Value maxBias, minBias;
+  static HistogramRange of(OpBuilder &b, Location loc, Value bias) {
+    int64_t experts = typeOf(bias).getDimSize(0);
+    Value inf = constF32(b, loc, std::numeric_limits<double>::infinity());
+    Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
+    auto loop = scf::ForOp::create(
+        b, loc, cIndex(b, loc, 0), cIndex(b, loc, experts), cIndex(b, loc, 1),
+        ValueRange{negInf, inf},
+        [&](OpBuilder &lb, Location l, Value j, ValueRange it) {
+          Value v = tensor::ExtractOp::create(lb, l, bias, ValueRange{j});
           scf::YieldOp::create(
-              nb, l,
-              Value(tensor::InsertOp::create(nb, l, updated, iter[0],
-                                             ValueRange{j})));
+              lb, l,
+              ValueRange{arith::MaximumFOp::create(lb, l, it[0], v),
+                         arith::MinimumFOp::create(lb, l, it[1], v)});
+        });
+    return {loop.getResult(0), loop.getResult(1)};
+  }
+  /// (lo_j, bin width) for bias value `bj`.
+  std::pair<Value, Value> column(OpBuilder &b, Location loc, Value bj,
+                                 int64_t bins) const {
+    Value one = constF32(b, loc, 1.0);
+    Value lo = arith::SubFOp::create(
+        b, loc, arith::SubFOp::create(b, loc, bj, maxBias), one);
+    Value hi = arith::AddFOp::create(
+        b, loc, arith::SubFOp::create(b, loc, bj, minBias), one);
+    Value width = arith::DivFOp::create(
+        b, loc, arith::SubFOp::create(b, loc, hi, lo),
+        constF32(b, loc, double(bins)));
+    return {lo, width};
+  }
+};
+
+/// counts[j, c] = number of margins of column j in bin c.
+struct QuantileCountsLowering : OpRewritePattern<QuantileCountsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(QuantileCountsOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value margins = op.getMargins();
+    int64_t experts = typeOf(margins).getDimSize(1), bins = op.getBins();
+    Value tokens = getValueOrCreateConstantIndexOp(
+        b, loc, sizesOf(b, loc, margins)[0]);
+    HistogramRange range = HistogramRange::of(b, loc, op.getBias());
+    Type i32 = b.getI32Type();
+    Value zeros = filled(b, loc, {b.getIndexAttr(experts), b.getIndexAttr(bins)},
+                         i32, 0.0);
+    auto columns = scf::ForOp::create(
+        b, loc, cIndex(b, loc, 0), cIndex(b, loc, experts), cIndex(b, loc, 1),
+        ValueRange{zeros},
+        [&](OpBuilder &cb, Location l, Value j, ValueRange it) {
+          Value bj = tensor::ExtractOp::create(cb, l, op.getBias(), ValueRange{j});
+          std::pair<Value, Value> edges = range.column(cb, l, bj, bins);
+          Value lo = edges.first, width = edges.second;
+          auto rows = scf::ForOp::create(
+              cb, l, cIndex(cb, l, 0), tokens, cIndex(cb, l, 1), it,
+              [&](OpBuilder &rb, Location rl, Value n, ValueRange acc) {
+                Value m = tensor::ExtractOp::create(rb, rl, margins,
+                                                    ValueRange{n, j});
+                Value pos = math::FloorOp::create(
+                    rb, rl,
+                    arith::DivFOp::create(
+                        rb, rl, arith::SubFOp::create(rb, rl, m, lo), width));
+                // Clamp into [0, bins - 1] in f32 (NaN-free: the range is
+                // finite), then to an index.
+                pos = arith::MaximumFOp::create(rb, rl, pos, constF32(rb, rl, 0));
+                pos = arith::MinimumFOp::create(
+                    rb, rl, pos, constF32(rb, rl, double(bins - 1)));
+                Value c = arith::IndexCastOp::create(
+                    rb, rl, rb.getIndexType(),
+                    arith::FPToSIOp::create(rb, rl, rb.getI64Type(), pos));
+                Value old = tensor::ExtractOp::create(rb, rl, acc[0],
+                                                      ValueRange{j, c});
+                Value inc = arith::AddIOp::create(
+                    rb, rl, old, arith::ConstantIntOp::create(rb, rl, 1, 32));
+                scf::YieldOp::create(
+                    rb, rl,
+                    Value(tensor::InsertOp::create(rb, rl, inc, acc[0],
+                                                   ValueRange{j, c})));
+              });
+          scf::YieldOp::create(cb, l, rows.getResults());
         });
     rewriter.replaceOp(op, columns.getResult(0));
+    return success();
+  }
+};
+
+/// new_bias[j] = bias[j] - upper edge of the bin holding the (q+1)-th
+/// largest margin of column j, q = floor(rows k / E).
+struct QuantileUpdateLowering : OpRewritePattern<QuantileUpdateOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(QuantileUpdateOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value counts = op.getCounts(), bias = op.getBias();
+    int64_t experts = typeOf(bias).getDimSize(0);
+    int64_t bins = typeOf(counts).getDimSize(1);
+    int64_t need = int64_t(op.getRows()) * int64_t(op.getTopK()) / experts + 1;
+    HistogramRange range = HistogramRange::of(b, loc, bias);
+    Value needV = arith::ConstantIntOp::create(b, loc, need, 32);
+    Value updated = subtractPerColumn(
+        b, loc, bias, [&](OpBuilder &cb, Location l, Value j, Value bj) {
+          // From the top bin down, the first bin where the running count
+          // reaches q + 1.
+          Value zero = arith::ConstantIntOp::create(cb, l, 0, 32);
+          auto scan = scf::ForOp::create(
+              cb, l, cIndex(cb, l, 0), cIndex(cb, l, bins), cIndex(cb, l, 1),
+              ValueRange{zero, cIndex(cb, l, 0)},
+              [&](OpBuilder &sb, Location sl, Value i, ValueRange acc) {
+                Value c = arith::SubIOp::create(sb, sl, cIndex(sb, sl, bins - 1), i);
+                Value n = tensor::ExtractOp::create(sb, sl, counts,
+                                                    ValueRange{j, c});
+                Value after = arith::AddIOp::create(sb, sl, acc[0], n);
+                Value crosses = arith::AndIOp::create(
+                    sb, sl,
+                    arith::CmpIOp::create(sb, sl, arith::CmpIPredicate::slt,
+                                          acc[0], needV),
+                    arith::CmpIOp::create(sb, sl, arith::CmpIPredicate::sge,
+                                          after, needV));
+                Value bin = arith::SelectOp::create(sb, sl, crosses, c, acc[1]);
+                scf::YieldOp::create(sb, sl, ValueRange{after, bin});
+              });
+          auto [lo, width] = range.column(cb, l, bj, bins);
+          Value upper = arith::UIToFPOp::create(
+              cb, l, cb.getF32Type(),
+              arith::IndexCastOp::create(
+                  cb, l, cb.getI64Type(),
+                  arith::AddIOp::create(cb, l, scan.getResult(1),
+                                        cIndex(cb, l, 1))));
+          return Value(arith::AddFOp::create(
+              cb, l, lo, arith::MulFOp::create(cb, l, upper, width)));
+        });
+    rewriter.replaceOp(op, updated);
     return success();
   }
 };
@@ -403,5 +572,6 @@ struct QuantileBalanceLowering : OpRewritePattern<QuantileBalanceOp> {
 
 void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns) {
   patterns.add<RouterLowering, RoutedExpertsLowering, LatentMoeDecomposition,
-               QuantileBalanceLowering>(patterns.getContext());
+               QuantileBalanceLowering, QuantileCountsLowering,
+               QuantileUpdateLowering>(patterns.getContext());
 }

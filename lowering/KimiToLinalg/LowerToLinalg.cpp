@@ -20,6 +20,7 @@ struct KimiLowerToLinalg
     kimi::lowering::populateTokenwiseLoweringPatterns(patterns);
     kimi::lowering::populateAttentionLoweringPatterns(patterns);
     kimi::lowering::populateMoeLoweringPatterns(patterns);
+    kimi::lowering::populateKdaTransitionLoweringPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation()->emitError("kimi-lower-to-linalg did not converge");
       return signalPassFailure();

@@ -12,8 +12,10 @@ namespace kimi::lowering {
 void populateTokenwiseLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// mla, mla_decode, attn_res.
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
-/// router, routed_experts, latent_moe.
+/// router, routed_experts, latent_moe, quantile_balance / counts / update.
 void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// kda_transition (the sequence split of kimi.kda).
+void populateKdaTransitionLoweringPatterns(mlir::RewritePatternSet &patterns);
 
 /// f32 scalar SiTU(g, u) and SiLU(g) * u.
 mlir::Value situ(mlir::OpBuilder &b, mlir::Location loc, mlir::Value g,

@@ -111,15 +111,57 @@ llvm::Error addPackedEntryPoints(llvm::Module &module) {
   return llvm::Error::success();
 }
 
-/// Runs `cc -shared` on the object; the result is the .so bytes.
-llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
+/// The comm shim linked into partitioned models (docs/runtime-abi.md,
+/// "Collectives"): the runtime fills `kimi_rt_comm` after dlopen; the
+/// `kimi_rt_*` functions that kimi-lower-collectives calls forward to it and
+/// record the first failure in `kimi_rt_comm_status`, which the runtime
+/// checks after every entry call. Buffers arrive as expanded rank-1 memref
+/// descriptors (allocated, aligned, offset, size, stride).
+const char *kCommShim = R"c(
+#include <stdint.h>
+typedef struct {
+  void *ctx;
+  int32_t (*rank)(void *ctx);
+  int32_t (*all_reduce)(void *ctx, const void *send, void *recv, int64_t count,
+                        int32_t dtype, int32_t op);
+  int32_t (*all_gather)(void *ctx, const void *send, void *recv,
+                        int64_t send_count, int32_t dtype);
+  int32_t (*reduce_scatter)(void *ctx, const void *send, void *recv,
+                            int64_t recv_count, int32_t dtype, int32_t op);
+  int32_t (*all_to_all)(void *ctx, const void *send, void *recv, int64_t count,
+                        int32_t dtype);
+} kimi_rt_comm_table;
+const int32_t kimi_rt_comm_abi_version = 1;
+kimi_rt_comm_table kimi_rt_comm;
+int32_t kimi_rt_comm_status;
+int64_t kimi_rt_rank(void) {
+  if (!kimi_rt_comm.rank) {
+    kimi_rt_comm_status = -1;
+    return 0;
+  }
+  return kimi_rt_comm.rank(kimi_rt_comm.ctx);
+}
+#define MR(T, p) T *p##_a, T *p, int64_t p##_o, int64_t p##_n, int64_t p##_s
+#define CALL(fn, ...)                                                            do {                                                                             if (kimi_rt_comm_status)                                                         return;                                                                      kimi_rt_comm_status =                                                              kimi_rt_comm.fn ? kimi_rt_comm.fn(kimi_rt_comm.ctx, __VA_ARGS__) : -1;   } while (0)
+#define SHIM(N, T, C)                                                            void kimi_rt_all_reduce_##N(MR(T, s), MR(T, r), int32_t op) {                   CALL(all_reduce, s + s_o, r + r_o, r_n, C, op);                              }                                                                              void kimi_rt_all_gather_##N(MR(T, s), MR(T, r)) {                               CALL(all_gather, s + s_o, r + r_o, s_n, C);                                  }                                                                              void kimi_rt_reduce_scatter_##N(MR(T, s), MR(T, r), int32_t op) {               CALL(reduce_scatter, s + s_o, r + r_o, r_n, C, op);                          }                                                                              void kimi_rt_all_to_all_##N(MR(T, s), MR(T, r)) {                               CALL(all_to_all, s + s_o, r + r_o, s_n, C);                                  }
+SHIM(f32, float, 0)
+SHIM(i32, int32_t, 1)
+SHIM(i64, int64_t, 2)
+)c";
+
+/// Runs `cc -shared` on the object (and the comm shim when the model calls
+/// the runtime's communicator); the result is the .so bytes.
+llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
+                                             bool withCommShim) {
   llvm::SmallString<128> dir;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("kimi-cpu", dir))
     return llvm::createStringError(ec, "cannot create a temporary directory");
   std::string objPath = (dir + "/model.o").str();
   std::string soPath = (dir + "/model.so").str();
+  std::string shimPath = (dir + "/comm_shim.c").str();
   auto cleanup = llvm::make_scope_exit([&] {
+    llvm::sys::fs::remove(shimPath);
     llvm::sys::fs::remove(objPath);
     llvm::sys::fs::remove(soPath);
     llvm::sys::fs::remove(dir);
@@ -131,6 +173,13 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
       return llvm::createStringError(ec, "cannot write %s", objPath.c_str());
     os << object;
   }
+  if (withCommShim) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(shimPath, ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write %s", shimPath.c_str());
+    os << kCommShim;
+  }
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc)
     return llvm::createStringError(cc.getError(),
@@ -138,7 +187,10 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object) {
                                    "the shared object (install gcc)");
   std::string message;
   llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", soPath,
-                                             objPath, "-lm"};
+                                             objPath};
+  if (withCommShim)
+    args.append({"-O2", "-fPIC", shimPath});
+  args.push_back("-lm");
   int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0,
                                      &message);
   if (rc != 0)
@@ -174,6 +226,8 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
                      diagnostics);
     pm.addPass(kimi::createKimiLowerKda());
     pm.addPass(kimi::createKimiLowerToLinalg());
+    // Partitioned modules: collectives become calls into the comm shim.
+    pm.addPass(kimi::createKimiLowerCollectives());
     // Elementwise arith/math on tensors (residual adds) become linalg too.
     pm.addPass(createConvertElementwiseToLinalgPass());
     pm.addPass(createCanonicalizerPass());
@@ -300,5 +354,8 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
       return failure("object emission", "the target cannot emit objects");
     codegen.run(*llvmModule);
   }
-  return linkSharedObject(object);
+  bool usesComm = llvm::any_of(*llvmModule, [](const llvm::Function &fn) {
+    return fn.isDeclaration() && fn.getName().starts_with("kimi_rt_");
+  });
+  return linkSharedObject(object, usesComm);
 }

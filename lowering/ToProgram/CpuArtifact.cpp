@@ -6,6 +6,7 @@
 #include "models/import/WeightNames.h"
 #include "runtime/artifact/writer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 using namespace mlir;
 using namespace kimi;
@@ -101,7 +102,12 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
                 kinds,
                 config.maxPositions,
                 configJson.str()};
-  spec.target = {"cpu", 1};
+  // A partitioned module (kimi-shard) runs one program per device.
+  int32_t ranks = 1;
+  for (auto grid : module.getOps<shard::GridOp>())
+    for (int64_t n : grid.getShape())
+      ranks *= static_cast<int32_t>(n);
+  spec.target = {"cpu", ranks};
   for (const char *name : {"prefill", "decode"}) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn)
@@ -119,13 +125,29 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
     if (!dtype)
       return error("weight @\"" + weight.getSymName() + "\": " +
                    llvm::toString(dtype.takeError()));
-    spec.weights.push_back({weight.getSymName().str(),
-                            weightNameAliases(weight.getSymName()),
-                            shapeOf(type), *dtype, weightGlobalName(slot++)});
+    rt::WeightSpec w{weight.getSymName().str(),
+                     weightNameAliases(weight.getSymName()), shapeOf(type),
+                     *dtype, weightGlobalName(slot++)};
+    // A partitioned weight: the manifest keeps the logical (checkpoint)
+    // shape and says which block each rank holds.
+    if (std::optional<ArrayRef<int64_t>> parts = weight.getParts())
+      for (auto [d, p] : llvm::enumerate(*parts)) {
+        if (p == 1)
+          continue;
+        if (w.shardDim >= 0)
+          return error("weight @\"" + weight.getSymName() +
+                       "\" is split along two dimensions; the runtime loads "
+                       "blocks along one");
+        w.shardDim = static_cast<int32_t>(d);
+        w.shardParts = static_cast<int32_t>(p);
+        w.shape[d] *= p;
+      }
+    spec.weights.push_back(std::move(w));
   }
-  spec.programs.push_back(
-      {0, {{rt::StepKind::kRunKernel, "prefill"},
-           {rt::StepKind::kRunKernel, "decode"}}});
+  for (int32_t r = 0; r < ranks; ++r)
+    spec.programs.push_back(
+        {r, {{rt::StepKind::kRunKernel, "prefill"},
+             {rt::StepKind::kRunKernel, "decode"}}});
   return spec;
 }
 

@@ -199,6 +199,8 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
       ws.shape = shapeOf(w->shape());
       ws.dtype = static_cast<DType>(w->dtype());
       ws.symbol = str(w->symbol());
+      ws.shardDim = w->shard_dim();
+      ws.shardParts = w->shard_parts();
       a.weights.push_back(std::move(ws));
     }
   }

@@ -118,6 +118,12 @@ bool checkedNumel(const std::vector<int64_t> &shape, int64_t &numel) {
   return true;
 }
 
+int64_t WeightSpec::blockNumel() const {
+  int64_t numel = 0;
+  checkedNumel(shape, numel);
+  return shardParts > 1 ? numel / shardParts : numel;
+}
+
 const EntrySpec *ArtifactSpec::findEntry(const std::string &name) const {
   for (const EntrySpec &e : entries)
     if (e.name == name)

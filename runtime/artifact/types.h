@@ -147,6 +147,12 @@ struct WeightSpec {
   std::vector<int64_t> shape; // logical shape
   DType dtype = DType::kF32;  // compute dtype
   std::string symbol;         // exported global in the shared object
+  /// Partitioned artifacts: the global holds block `rank % shardParts` of
+  /// `shardParts` equal blocks along `shardDim` (-1: the whole tensor).
+  int32_t shardDim = -1;
+  int32_t shardParts = 1;
+  /// Elements of the block one rank holds.
+  int64_t blockNumel() const;
 };
 
 struct StepSpec {

@@ -287,6 +287,14 @@ Status validateWeights(const ArtifactSpec &artifact) {
     if (w.name.find("{e}") != std::string::npos && w.shape.size() < 2)
       return fail(where, "a stack of experts ({e}) needs rank >= 2, got " +
                              shapeToString(w.shape));
+    if (w.shardParts < 1 ||
+        (w.shardParts > 1) != (w.shardDim >= 0) ||
+        w.shardDim >= static_cast<int32_t>(w.shape.size()) ||
+        (w.shardDim >= 0 && w.shape[w.shardDim] % w.shardParts != 0))
+      return fail(where, "shard_dim " + std::to_string(w.shardDim) +
+                             " with " + std::to_string(w.shardParts) +
+                             " parts does not cut shape " +
+                             shapeToString(w.shape) + " into equal blocks");
   }
   return Status::ok();
 }

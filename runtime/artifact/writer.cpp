@@ -96,7 +96,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
     auto shape = b.CreateVector(w.shape);
     auto symbol = b.CreateString(w.symbol);
     weights.push_back(fb::CreateWeight(b, name, aliases, shape,
-                                       static_cast<fb::DType>(w.dtype), symbol));
+                                       static_cast<fb::DType>(w.dtype), symbol,
+                                       w.shardDim, w.shardParts));
   }
   auto weightsVec = b.CreateVector(weights);
 

@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/cpu_executable.h"
 #include "runtime/artifact/validate.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/cpu/entry_call.h"
 #include "runtime/cpu/memref.h"
 #include "runtime/support/text.h"
@@ -11,10 +12,29 @@
 #include <cstring>
 
 namespace kimi::rt {
+namespace {
+
+/// Copies block `index` of `parts` equal blocks along dimension `dim` of a
+/// row-major tensor of `shape` into `dst` (contiguous, the block's shape).
+void copyBlock(const uint8_t *src, uint8_t *dst, const std::vector<int64_t> &shape,
+               int32_t dim, int32_t parts, int32_t index, size_t elem) {
+  int64_t outer = 1, inner = static_cast<int64_t>(elem);
+  for (int32_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  const int64_t block = shape[dim] / parts;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * block * inner,
+                src + (o * shape[dim] + index * block) * inner,
+                static_cast<size_t>(block * inner));
+}
+
+} // namespace
 
 StatusOr<std::shared_ptr<CpuExecutable>>
 CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
-                      const WeightLoader &weights) {
+                      const WeightLoader &weights, Communicator *comm) {
   if (!artifact)
     return invalidArgument("CPU executable: null artifact");
   const ArtifactSpec &a = *artifact;
@@ -22,9 +42,16 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   if (a.target.name != "cpu")
     return invalidArtifact("artifact target " + quoted(a.target.name) +
                            " is not supported by the CPU runtime");
-  if (a.target.numRanks != 1)
-    return invalidArtifact("the CPU runtime runs one rank, artifact has " +
-                           std::to_string(a.target.numRanks));
+  const int32_t ranks = a.target.numRanks;
+  const int32_t commSize = comm ? comm->size() : 1;
+  if (ranks != commSize)
+    return invalidArgument(
+        "the artifact is partitioned over " + std::to_string(ranks) +
+        " ranks but runs on " + std::to_string(commSize) +
+        (ranks > 1 && !comm ? " (no communicator; run it under mpirun -np " +
+                                  std::to_string(ranks) + ")"
+                            : ""));
+  const int32_t rank = comm ? comm->rank() : 0;
   if (a.kernels.size() != 1)
     return invalidArtifact("the CPU runtime expects one shared object, artifact "
                            "has " + std::to_string(a.kernels.size()) + " kernels");
@@ -35,6 +62,16 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   KIMI_ASSIGN_OR_RETURN(exe->module_,
                         CpuModule::load(kernel.image,
                                         kernel.name.empty() ? "kernel 0" : kernel.name));
+
+  if (ranks > 1) {
+    StatusOr<std::unique_ptr<CommShim>> shim =
+        CommShim::install(*exe->module_, *comm);
+    if (!shim.isOk()) {
+      Status s = shim.takeStatus();
+      return s.addContext("partitioned model");
+    }
+    exe->comm_ = std::move(shim.value());
+  }
 
   for (const EntrySpec &e : a.entries) {
     StatusOr<void *> fn = exe->module_->symbol(e.symbol);
@@ -54,17 +91,29 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
       Status s = address.takeStatus();
       return s.addContext(where);
     }
-    int64_t numel = 0;
-    checkedNumel(w.shape, numel);
-    const int64_t bytes = numel * static_cast<int64_t>(dtypeSize(w.dtype));
+    const size_t elem = dtypeSize(w.dtype);
+    const int64_t bytes = w.blockNumel() * static_cast<int64_t>(elem);
     const int64_t symbolBytes = exe->module_->symbolSize(address.value());
     if (symbolBytes >= 0 && symbolBytes != bytes)
       return moduleError(where + ": symbol " + quoted(w.symbol) + " holds " +
                          std::to_string(symbolBytes) + " bytes but " +
                          dtypeName(w.dtype) + " " + shapeToString(w.shape) +
+                         (w.shardParts > 1
+                              ? " in " + std::to_string(w.shardParts) +
+                                    " blocks along dim " +
+                                    std::to_string(w.shardDim)
+                              : std::string()) +
                          " needs " + std::to_string(bytes));
-    KIMI_RETURN_IF_ERROR(
-        weights.load(w, address.value(), static_cast<size_t>(bytes)));
+    if (w.shardParts > 1) {
+      // Load the whole tensor, keep this rank's block.
+      std::vector<uint8_t> whole(static_cast<size_t>(bytes) * w.shardParts);
+      KIMI_RETURN_IF_ERROR(weights.load(w, whole.data(), whole.size()));
+      copyBlock(whole.data(), static_cast<uint8_t *>(address.value()), w.shape,
+                w.shardDim, w.shardParts, rank % w.shardParts, elem);
+    } else {
+      KIMI_RETURN_IF_ERROR(
+          weights.load(w, address.value(), static_cast<size_t>(bytes)));
+    }
     const uint8_t *p = static_cast<const uint8_t *>(address.value());
     exe->weightRanges_.push_back({p, p + bytes});
     exe->weightBytes_ += bytes;
@@ -135,6 +184,9 @@ Status CpuExecutable::run(const std::string &entryName,
   // Call.
   MemRefStruct results(outRanks);
   KIMI_RETURN_IF_ERROR(callEntry(fn->second, results.structPointer(), argPointers));
+  // A failed collective: the outputs below are released, not returned.
+  Status collectives =
+      comm_ ? comm_->takeStatus().addContext(label) : Status::ok();
 
   // Outputs: check, adopt or copy; release everything exactly once.
   auto foreign = [&](const void *p) {
@@ -202,6 +254,8 @@ Status CpuExecutable::run(const std::string &entryName,
       copyStrided(v, elem, copy->data);
     t.buffer = std::move(copy.value());
   }
+  if (status.isOk())
+    status = collectives;
   if (!status.isOk())
     return status; // `owners` releases every output allocation
   outputs = std::move(out);

@@ -19,6 +19,7 @@
 #define KIMI_RUNTIME_CPU_CPU_EXECUTABLE_H
 
 #include "runtime/artifact/types.h"
+#include "runtime/cpu/comm_shim.h"
 #include "runtime/cpu/cpu_module.h"
 #include "runtime/cpu/host_tensor.h"
 #include "runtime/support/status.h"
@@ -29,12 +30,19 @@
 
 namespace kimi::rt {
 
+class Communicator;
+
 class CpuExecutable {
 public:
   /// `artifact` must come from ArtifactReader (or have passed
   /// validateArtifact); `weights` supplies every manifest entry.
+  /// A partitioned artifact (target.num_ranks = N > 1) needs `comm` with
+  /// size() == N: this process is rank comm->rank(); it loads its block of
+  /// every split weight and runs the model's collectives on `comm`, which
+  /// must outlive the executable. Such an executable runs one call at a time.
   static StatusOr<std::shared_ptr<CpuExecutable>>
-  create(std::shared_ptr<const ArtifactSpec> artifact, const WeightLoader &weights);
+  create(std::shared_ptr<const ArtifactSpec> artifact, const WeightLoader &weights,
+         Communicator *comm = nullptr);
 
   const ArtifactSpec &artifact() const { return *artifact_; }
   std::shared_ptr<const ArtifactSpec> artifactPtr() const { return artifact_; }
@@ -61,6 +69,7 @@ private:
 
   std::shared_ptr<const ArtifactSpec> artifact_;
   std::unique_ptr<CpuModule> module_;
+  std::unique_ptr<CommShim> comm_;
   std::map<std::string, void *> entries_;
   std::vector<Range> weightRanges_; // sorted by begin
   int64_t weightBytes_ = 0;

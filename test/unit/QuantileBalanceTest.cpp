@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Parser/Parser.h"
 #include "gtest/gtest.h"
+#include "test/unit/QuantileHistogram.h"
 #include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
@@ -27,43 +28,80 @@ namespace {
 
 constexpr int64_t N = 96, E = 8, K = 2;
 
-std::vector<int64_t> descriptor(const void *data, std::vector<int64_t> sizes) {
-  std::vector<int64_t> d(3 + 2 * sizes.size());
-  std::memcpy(&d[0], &data, sizeof(void *));
-  std::memcpy(&d[1], &data, sizeof(void *));
-  int64_t stride = 1;
-  for (int64_t i = sizes.size() - 1; i >= 0; --i) {
-    d[3 + i] = sizes[i];
-    d[3 + sizes.size() + i] = stride;
-    stride *= sizes[i];
-  }
-  return d;
-}
 
-TEST(QuantileBalance, CompiledMatchesTheRule) {
+/// Compiles `source` (one function @qb) and returns its packed entry.
+void *compileEntry(const std::string &source, void **handleOut) {
   mlir::DialectRegistry registry;
   registry.insert<kimi::KimiDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::math::MathDialect>();
   kimi::registerCpuCodegenDialects(registry);
   mlir::MLIRContext ctx(registry);
-  std::string source =
-      "func.func @qb(%m: tensor<96x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {\n"
-      "  %n = kimi.quantile_balance %m, %b top_k(2) : tensor<96x8xf32>, "
-      "tensor<8xf32> -> tensor<8xf32>\n"
-      "  return %n : tensor<8xf32>\n}\n";
   auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &ctx);
-  ASSERT_TRUE(module);
+  EXPECT_TRUE(module);
+  if (!module)
+    return nullptr;
   kimi::CpuCodegenOptions options;
   options.frontPipeline = "";
   llvm::Expected<std::string> so = kimi::compileToSharedObject(*module, options);
-  ASSERT_TRUE(bool(so)) << llvm::toString(so.takeError());
-  std::string path = ::testing::TempDir() + "kimi-qb-" +
+  EXPECT_TRUE(bool(so)) << llvm::toString(so.takeError());
+  if (!so)
+    return nullptr;
+  std::string path = ::testing::TempDir() + "kimi-qbh-" +
                      std::to_string(getpid()) + ".so";
   std::ofstream(path, std::ios::binary) << *so;
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::remove(path.c_str());
-  ASSERT_TRUE(handle) << dlerror();
-  auto fn = reinterpret_cast<void (*)(void **)>(dlsym(handle, "kimi_entry_qb"));
+  EXPECT_TRUE(handle) << dlerror();
+  *handleOut = handle;
+  return handle ? dlsym(handle, "kimi_entry_qb") : nullptr;
+}
+
+TEST(QuantileBalance, HistogramFormMatchesTheRuleAndBalances) {
+  constexpr int64_t n = 512, e = 16, k = 4, bins = 256;
+  void *handle = nullptr;
+  auto fn = reinterpret_cast<void (*)(void **)>(compileEntry(
+      "func.func @qb(%m: tensor<512x16xf32>, %b: tensor<16xf32>) -> "
+      "tensor<16xf32> {\n"
+      "  %n = kimi.quantile_balance %m, %b top_k(4) bins(256) : "
+      "tensor<512x16xf32>, tensor<16xf32> -> tensor<16xf32>\n"
+      "  return %n : tensor<16xf32>\n}\n",
+      &handle));
+  ASSERT_TRUE(fn);
+  unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::vector<float> bias;
+  std::vector<float> margins = kimi::test::routerMargins(rng, n, e, k, bias);
+  std::vector<int64_t> result(5), dm = kimi::test::descriptor(margins.data(), {n, e}),
+                                  db = kimi::test::descriptor(bias.data(), {e});
+  std::vector<void *> args = {result.data(), dm.data(), db.data()};
+  fn(args.data());
+  float *got;
+  std::memcpy(&got, &result[1], sizeof(void *));
+  kimi::test::HistogramBalance want =
+      kimi::test::histogramBalance(margins, bias, n, e, k, bins);
+  for (int64_t j = 0; j < e; ++j)
+    EXPECT_NEAR(got[j], want.newBias[j], 1e-6f) << "expert " << j;
+  kimi::test::HistogramBalance compiled = want;
+  compiled.newBias.assign(got, got + e);
+  EXPECT_EQ(kimi::test::checkLoads(margins, bias, compiled, n, e, k), "");
+  // The check is not vacuous: a threshold below every margin fails it.
+  kimi::test::HistogramBalance off = want;
+  for (int64_t j = 0; j < e; ++j)
+    off.newBias[j] = bias[j] + 10.0f;
+  EXPECT_NE(kimi::test::checkLoads(margins, bias, off, n, e, k), "");
+  std::free(reinterpret_cast<void *>(result[0]));
+  dlclose(handle);
+}
+
+TEST(QuantileBalance, CompiledMatchesTheRule) {
+  void *handle = nullptr;
+  auto fn = reinterpret_cast<void (*)(void **)>(compileEntry(
+      "func.func @qb(%m: tensor<96x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {\n"
+      "  %n = kimi.quantile_balance %m, %b top_k(2) : tensor<96x8xf32>, "
+      "tensor<8xf32> -> tensor<8xf32>\n"
+      "  return %n : tensor<8xf32>\n}\n",
+      &handle));
   ASSERT_TRUE(fn);
 
   unsigned seed = std::random_device{}();
@@ -76,8 +114,8 @@ TEST(QuantileBalance, CompiledMatchesTheRule) {
   for (float &b : bias)
     b = 0.1f * normal(rng);
 
-  std::vector<int64_t> result(3 + 2), dm = descriptor(margins.data(), {N, E}),
-                                      db = descriptor(bias.data(), {E});
+  std::vector<int64_t> result(3 + 2), dm = kimi::test::descriptor(margins.data(), {N, E}),
+                                      db = kimi::test::descriptor(bias.data(), {E});
   std::vector<void *> args = {result.data(), dm.data(), db.data()};
   fn(args.data());
   float *got;

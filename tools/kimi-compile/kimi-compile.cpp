@@ -4,6 +4,8 @@
 //   kimi-compile config.json --report [--context N]        cost report (JSON)
 //   kimi-compile config.json --report --grid 64 [--tp-group 8 ...]
 //                                      + the supernode plan (docs/plan-report.md)
+//   kimi-compile config.json --grid 8 --strategy tp,ep -o model.kimi
+//                                      partitioned over 8 ranks (docs/passes/shard.md)
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,8 @@
 #include "models/import/PlanReport.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
+#include "passes/ShardingModels.h"
+#include "mlir/Pass/PassManager.h"
 #include "lowering/ToCPU/CpuCodegen.h"
 #include "lowering/ToProgram/CpuArtifact.h"
 #include "GpuKernelLibrary.h"
@@ -181,6 +185,13 @@ cl::opt<std::string> frontPipeline(
     cl::desc("Passes run on kimi IR before lowering to CPU code (default: "
              "the decay proof and KDA chunking)"),
     cl::init("kimi-prove-decay-bounds,kimi-chunk-kda"), cl::cat(category));
+cl::list<std::string> strategy(
+    "strategy",
+    cl::desc("With --grid (N or GxT): partition the model over the grid, "
+             "one program per rank (docs/passes/shard.md). Any of tp (heads, "
+             "MLP intermediate, lm_head vocabulary), ep (routed experts), dp "
+             "(batch), sp (sequence)"),
+    cl::CommaSeparated, cl::value_desc("tp,ep,dp,sp"), cl::cat(category));
 cl::opt<bool> allowUnknown("allow-unknown-fields",
                            cl::desc("Skip config fields kimi does not know "
                                     "instead of rejecting them"),
@@ -228,8 +239,12 @@ int main(int argc, char **argv) {
   if (!config)
     return fail(llvm::toString(config.takeError()));
 
-  if (!grid.empty() && !report)
-    return fail("--grid plans the report: add --report");
+  if (!grid.empty() && !report && strategy.empty())
+    return fail("--grid plans the report (add --report) or partitions the "
+                "model (add --strategy)");
+  if (!strategy.empty() && (grid.empty() || report))
+    return fail("--strategy partitions the model over --grid; give --grid "
+                "and no --report");
   if (emit == Emit::Artifact && outputPath == "-" && !report)
     return fail("the artifact is binary: name the output file with -o");
   if (target == Target::Sm90a && !report && emit != Emit::Kimi)
@@ -298,10 +313,26 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   registerCpuCodegenDialects(registry);
+  registerKimiShardingModels(registry);
   mlir::MLIRContext context(registry);
   auto module = importModel(*config, options, context);
   if (!module)
     return fail(llvm::toString(module.takeError()));
+  if (!strategy.empty()) {
+    PlanOptions parsed;
+    if (llvm::Error err = parseGrid(grid, parsed))
+      return fail(llvm::toString(std::move(err)));
+    llvm::SmallVector<int64_t> shape = {parsed.devices};
+    if (parsed.tpGroup)
+      shape = {parsed.devices / parsed.tpGroup, parsed.tpGroup};
+    mlir::PassManager pm(&context);
+    buildPartitionPipeline(pm, shape,
+                           std::vector<std::string>(strategy.begin(),
+                                                    strategy.end()));
+    if (mlir::failed(pm.run(**module)))
+      return fail("partitioning over --grid " + grid + " failed (see the "
+                  "diagnostics above)");
+  }
   if (cpu) {
     // The artifact's signatures come from the imported IR, before lowering.
     rt::ArtifactSpec spec;

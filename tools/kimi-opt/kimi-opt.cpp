@@ -9,6 +9,8 @@
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
+#include "passes/ShardingModels.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -41,6 +43,12 @@ int main(int argc, char **argv) {
 
   // kimi's own analyses and transforms (passes/Passes.td).
   kimi::registerKimiPasses();
+
+  // Partitioning over a device grid: the upstream shard dialect and passes,
+  // with the sharding rules of the kimi ops.
+  kimi::registerKimiShardingModels(registry);
+  mlir::shard::registerShardingPropagation();
+  mlir::shard::registerPartition();
 
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "kimi " << KIMI_VERSION

@@ -7,6 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/artifact/reader.h"
+#include "runtime/comm/communicator.h"
+#ifdef KIMI_RUN_HAVE_MPI
+#include "runtime/comm/mpi_communicator.h"
+#endif
 #include "runtime/cpu/cpu_executable.h"
 #include "runtime/session/session.h"
 #include "runtime/weights/random_weights.h"
@@ -48,7 +52,12 @@ const char *kUsage =
     "  --prompt-random N     N random token ids (from --seed, default 1)\n"
     "  --max-new-tokens N    tokens to generate (default 16)\n"
     "  --dump-logits FILE    write every logits row (prompt rows, then one\n"
-    "                        per generated token) as raw little-endian f32\n";
+    "                        per generated token) as raw little-endian f32\n"
+    "\n"
+    "A partitioned artifact (kimi-compile --grid N --strategy ...) runs as N\n"
+    "MPI processes, one rank each: mpirun -np N kimi-run MODEL.kimi ...\n"
+    "Rank 0 prints and writes --dump-logits; every rank computes the same\n"
+    "logits.\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "kimi-run: error: %s\n", message.c_str());
@@ -169,6 +178,24 @@ int main(int argc, char **argv) {
   auto spec = std::make_shared<const ArtifactSpec>(std::move(artifact.value()));
   const int64_t vocab = spec->model.vocabSize;
 
+  // Partitioned: one MPI process per rank.
+  std::unique_ptr<Communicator> comm;
+  if (spec->target.numRanks > 1) {
+#ifdef KIMI_RUN_HAVE_MPI
+    StatusOr<std::unique_ptr<MpiCommunicator>> mpi = MpiCommunicator::create();
+    if (!mpi.isOk())
+      return fail(mpi.status().message());
+    comm = std::move(mpi.value());
+#else
+    return fail("the artifact is partitioned over " +
+                std::to_string(spec->target.numRanks) +
+                " ranks, but this kimi-run was built without MPI");
+#endif
+  }
+  const bool quiet = comm && comm->rank() != 0;
+  if (quiet && (!dumpLogits.empty() || !saveWeights.empty()))
+    dumpLogits.clear(), saveWeights.clear(); // rank 0 writes them
+
   // The prompt.
   std::vector<int32_t> prompt;
   if (!promptIds.empty()) {
@@ -223,7 +250,7 @@ int main(int argc, char **argv) {
   if (!loader.isOk())
     return fail(loader.status().message());
   StatusOr<std::shared_ptr<CpuExecutable>> exe =
-      CpuExecutable::create(spec, *loader.value());
+      CpuExecutable::create(spec, *loader.value(), comm.get());
   if (!exe.isOk())
     return fail(exe.status().message());
   StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
@@ -241,10 +268,14 @@ int main(int argc, char **argv) {
     dumpedRows += l.rows;
   };
 
+  if (quiet && !std::freopen("/dev/null", "w", stdout))
+    return fail("cannot silence stdout of rank " + std::to_string(comm->rank()));
   std::printf("model: %s, %d layers (%s), vocab %lld, target %s\n",
               spec->model.modelType.c_str(), spec->model.numLayers,
               spec->model.layerKinds.c_str(), (long long)vocab,
               spec->target.name.c_str());
+  if (comm)
+    std::printf("ranks: %d (%s)\n", comm->size(), comm->backendName());
   std::printf("weights: %.1f MiB loaded in %.3f s\n",
               exe.value()->weightBytes() / 1048576.0,
               exe.value()->weightLoadSeconds());
@@ -287,5 +318,16 @@ int main(int argc, char **argv) {
   if (dump)
     std::printf("logits: %lld rows x %lld written to %s\n",
                 (long long)dumpedRows, (long long)vocab, dumpLogits.c_str());
+  if (comm) {
+    // The executable talks to the communicator until it is gone.
+    session.value().reset();
+    exe.value().reset();
+    comm.reset();
+#ifdef KIMI_RUN_HAVE_MPI
+    Status finalized = MpiCommunicator::finalize();
+    if (!finalized.isOk())
+      return fail(finalized.message());
+#endif
+  }
   return 0;
 }

@@ -1287,14 +1287,6 @@ func.func @router_float_indices(%x: tensor<16x64xf32>, %wr: tensor<16x64xbf16>, 
 
 // -----
 
-func.func @routed_experts_top_k_exceeds(%z: tensor<16x32xf32>, %w: tensor<16x20xf32>, %i: tensor<16x20xi32>, %gb: tensor<16x48x32xbf16>, %ub: tensor<16x48x32xbf16>, %db: tensor<16x32x48xbf16>) {
-  // expected-error @+1 {{'kimi.routed_experts' op routes each token to 20 experts but only 16 exist}}
-  %r = kimi.routed_experts silu %z, %w, %i experts(%gb, %ub, %db) : (tensor<16x32xf32>, tensor<16x20xf32>, tensor<16x20xi32>, tensor<16x48x32xbf16>, tensor<16x48x32xbf16>, tensor<16x32x48xbf16>) -> tensor<16x32xf32>
-  return
-}
-
-// -----
-
 func.func @routed_experts_situ_no_betas(%z: tensor<16x32xf32>, %w: tensor<16x4xf32>, %i: tensor<16x4xi32>, %gb: tensor<16x48x32xbf16>, %ub: tensor<16x48x32xbf16>, %db: tensor<16x32x48xbf16>) {
   // expected-error @+1 {{'kimi.routed_experts' op situ activation needs both 'beta' and 'linear_beta'}}
   %r = kimi.routed_experts situ %z, %w, %i experts(%gb, %ub, %db) : (tensor<16x32xf32>, tensor<16x4xf32>, tensor<16x4xi32>, tensor<16x48x32xbf16>, tensor<16x48x32xbf16>, tensor<16x32x48xbf16>) -> tensor<16x32xf32>
@@ -1697,5 +1689,38 @@ func.func @mla_microscaled_kvb(%q: tensor<1x8x2x48xbf16>, %ckv: tensor<1x8x32xbf
 func.func @mla_decode_microscaled_kvb(%qd: tensor<4x1x2x48xbf16>, %cache: tensor<4x?x48xbf16>, %kvb: tensor<128x32xf8E4M3FN>) {
   // expected-error @+1 {{operand #2 must be ranked tensor of bfloat16 type or 16-bit float or 32-bit float values}}
   %d = kimi.mla_decode %qd, %cache, %kvb scale(0.07) : (tensor<4x1x2x48xbf16>, tensor<4x?x48xbf16>, tensor<128x32xf8E4M3FN>) -> tensor<4x1x2x32xf32>
+  return
+}
+
+// -----
+
+func.func @quantile_counts_bins(%m: tensor<16x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{dimension 1 of 'counts' (bins) must be 64, got 32}}
+  %c = kimi.quantile_counts %m, %b bins(64) : tensor<16x8xf32>, tensor<8xf32> -> tensor<8x32xi32>
+  return
+}
+
+// -----
+
+func.func @quantile_update_top_k(%c: tensor<8x64xi32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{top_k = 8 must be below the expert count 8}}
+  %nb = kimi.quantile_update %c, %b rows(64) top_k(8) : tensor<8x64xi32>, tensor<8xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @kda_transition_shape(%k: tensor<1x8x2x4xf32>, %g: tensor<1x8x2x4xf32>, %beta: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{key dim dk}}
+  %t = kimi.kda_transition %k, %g, %beta : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2xf32> -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+kimi.weight @w : tensor<8x3xf32>
+func.func @weight_ref_parts() {
+  // expected-error @+1 {{result type 'tensor<3x3xf32>' in parts does not cover the declared type 'tensor<8x3xf32>'}}
+  %w = kimi.weight_ref @w {parts = array<i64: 4, 1>} : tensor<3x3xf32>
   return
 }

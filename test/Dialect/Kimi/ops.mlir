@@ -153,3 +153,20 @@ func.func @kda_bf16_state(%q: tensor<1x8x4x64xbf16>, %k: tensor<1x8x4x64xbf16>, 
   %o, %s = kimi.kda %q, %k, %v, %g, %b initial_state %s0 scale(0.125) : (tensor<1x8x4x64xbf16>, tensor<1x8x4x64xbf16>, tensor<1x8x4x32xbf16>, tensor<1x8x4x64xf32>, tensor<1x8x4xbf16>, tensor<1x4x64x32xbf16>) -> (tensor<1x8x4x32xbf16>, tensor<1x4x64x32xbf16>)
   return
 }
+
+// -----
+
+// The parts of a sharded Quantile Balancing and of a sequence-split KDA.
+// CHECK-LABEL: func.func @sharding_parts
+// CHECK: kimi.quantile_counts %{{.*}}, %{{.*}} bins(64) : tensor<16x8xf32>, tensor<8xf32> -> tensor<8x64xi32>
+// CHECK: kimi.quantile_update %{{.*}}, %{{.*}} rows(64) top_k(2) : tensor<8x64xi32>, tensor<8xf32> -> tensor<8xf32>
+// CHECK: kimi.kda_transition %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2xf32> -> tensor<1x2x4x4xf32>
+// CHECK: kimi.weight_ref @w {parts = array<i64: 4, 1>} : tensor<2x3xf32>
+kimi.weight @w : tensor<8x3xf32>
+func.func @sharding_parts(%m: tensor<16x8xf32>, %b: tensor<8xf32>, %k: tensor<1x8x2x4xf32>, %g: tensor<1x8x2x4xf32>, %beta: tensor<1x8x2xf32>) {
+  %c = kimi.quantile_counts %m, %b bins(64) : tensor<16x8xf32>, tensor<8xf32> -> tensor<8x64xi32>
+  %nb = kimi.quantile_update %c, %b rows(64) top_k(2) : tensor<8x64xi32>, tensor<8xf32> -> tensor<8xf32>
+  %t = kimi.kda_transition %k, %g, %beta : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2xf32> -> tensor<1x2x4x4xf32>
+  %w = kimi.weight_ref @w {parts = array<i64: 4, 1>} : tensor<2x3xf32>
+  return
+}

@@ -1,0 +1,52 @@
+//===- comm_shim.h - Collectives of a partitioned CPU model -----*- C++ -*-===//
+//
+// A model compiled for N ranks (kimi-compile --grid N --strategy ...) calls
+// `kimi_rt_*` functions of its own comm shim for every collective
+// (docs/runtime-abi.md, "Collectives"). The shim forwards to a table of
+// callbacks, `kimi_rt_comm`, that CommShim::install fills after the shared
+// object is loaded; each callback runs the collective on a Communicator
+// (MPI for CPU ranks). The compiled code cannot return errors, so the shim
+// records the first failure in `kimi_rt_comm_status` and skips later
+// collectives; the executable reads it after every entry call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_CPU_COMM_SHIM_H
+#define KIMI_RUNTIME_CPU_COMM_SHIM_H
+
+#include "runtime/support/status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kimi::rt {
+
+class Communicator;
+class CpuModule;
+
+class CommShim {
+public:
+  /// Fills the module's `kimi_rt_comm` table; the module must export it with
+  /// ABI version 1 (`kimi_rt_comm_abi_version`). `comm` must outlive the
+  /// shim.
+  static StatusOr<std::unique_ptr<CommShim>> install(CpuModule &module,
+                                                      Communicator &comm);
+
+  /// The first collective failure since the last call (then cleared).
+  Status takeStatus();
+
+  // Used by the C callbacks.
+  Communicator &comm() { return *comm_; }
+  void fail(const Status &status);
+
+private:
+  CommShim() = default;
+  Communicator *comm_ = nullptr;
+  int32_t *status_ = nullptr;
+  std::string error_;
+};
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_CPU_COMM_SHIM_H

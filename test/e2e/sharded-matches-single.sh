@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A model partitioned over N CPU ranks (kimi-compile --grid N --strategy S)
+# run under mpirun produces the logits of the single-rank artifact: every
+# prompt row and every greedy decode row, relative L2 error <= 1e-4 (f32
+# sums in another order), and the same greedy tokens.
+#   usage: sharded-matches-single.sh KIMI_COMPILE KIMI_RUN CONFIG SINGLE.kimi
+#          RANKS STRATEGY WORKDIR PROMPT_TOKENS NEW_TOKENS PREFILL_CHUNK
+#          -- MPIEXEC [FLAGS...] NP_FLAG
+#   (the launcher ends with its rank-count flag, e.g. mpirun ... -np).
+#   PREFILL_CHUNK 0 keeps kimi-compile's default; otherwise SINGLE.kimi must
+#   have been compiled with the same --prefill-chunk.
+set -euo pipefail
+compile=$1 run=$2 config=$3 single=$4 ranks=$5 strategy=$6 work=$7 prompt=$8
+new=$9 chunk=${10}
+shift 10
+[ "$1" = "--" ] && shift
+mkdir -p "$work"
+model="$work/model-$strategy-$ranks.kimi"
+flags=()
+[ "$chunk" != 0 ] && flags=(--prefill-chunk "$chunk")
+"$compile" "$config" "${flags[@]}" --grid "$ranks" --strategy "$strategy" -o "$model"
+
+args=(--random-weights 11 --prompt-random "$prompt" --seed 5 --max-new-tokens "$new")
+one=$("$run" "$single" "${args[@]}" --dump-logits "$work/single.f32")
+many=$("$@" "$ranks" "$run" "$model" "${args[@]}" --dump-logits "$work/sharded.f32")
+echo "$many" | grep -E "^(ranks|prefill|decode):"
+tokens_one=$(echo "$one" | sed -n 's/^generated: //p')
+tokens_many=$(echo "$many" | sed -n 's/^generated: //p')
+echo "single:  $tokens_one"
+echo "sharded: $tokens_many"
+python3 - "$work/single.f32" "$work/sharded.f32" <<'PY'
+import math, struct, sys
+a = open(sys.argv[1], "rb").read()
+b = open(sys.argv[2], "rb").read()
+if len(a) != len(b) or not a:
+    sys.exit(f"logits differ in size: {len(a)} vs {len(b)} bytes")
+n = len(a) // 4
+x = struct.unpack(f"<{n}f", a)
+y = struct.unpack(f"<{n}f", b)
+err = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y)))
+ref = math.sqrt(sum(p * p for p in x))
+worst = max(abs(p - q) for p, q in zip(x, y))
+print(f"{n} logits: relative L2 error {err / ref:.3g}, max abs diff {worst:.3g}")
+sys.exit(0 if err <= 1e-4 * ref else 1)
+PY
+[ -n "$tokens_one" ] && [ "$tokens_one" = "$tokens_many" ]
