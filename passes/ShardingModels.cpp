@@ -231,18 +231,24 @@ LoopNest nestOf(Operation *op) {
       .Case<KdaOp>([&](KdaOp k) {
         // dv columns of the state evolve independently; dk is contracted.
         // Time splits by segments summarised as (M, S_ext).
+        // Packed variable-length sequences (cu_seqlens) keep T and the
+        // sequence axis whole: the states are [N, ...], not [B, ...].
         LoopNest n(ctx);
-        unsigned b = n.par(), t = n.par(), h = n.par();
+        const bool varlen = static_cast<bool>(k.getCuSeqlens());
+        unsigned b = n.par(!varlen), t = n.par(!varlen), h = n.par();
         unsigned dk = n.par(false), dv = n.par();
+        unsigned sq = varlen ? n.par(false) : b;
         n.tensor({b, t, h, dk}); // q
         n.tensor({b, t, h, dk}); // k
         n.tensor({b, t, h, dv}); // v
         n.tensor({b, t, h, dk}); // g
         n.tensor({b, t, h});     // beta
         if (k.getInitialState())
-          n.tensor({b, h, dk, dv});
+          n.tensor({sq, h, dk, dv});
+        if (varlen)
+          n.tensor({n.par(false)}); // cu_seqlens
         n.tensor({b, t, h, dv});
-        n.tensor({b, h, dk, dv});
+        n.tensor({sq, h, dk, dv});
         return n;
       })
       .Case<MlaOp>([&](MlaOp m) { return mla(ctx, 2, m.getGate() != nullptr); })
@@ -621,10 +627,14 @@ LogicalResult partitionKdaTime(KdaOp kda, ArrayRef<Value> operands,
   auto kt = cast<RankedTensorType>(operands[1].getType());
   int64_t batch = kt.getDimSize(0), heads = kt.getDimSize(2),
           dk = kt.getDimSize(3), dv = outType.getDimSize(3);
+  if (!cast<RankedTensorType>(kda.getFinalState().getType()).getElementType().isF32() ||
+      kda.getCuSeqlens())
+    return kda.emitOpError("sequence parallelism needs an f32 state and no "
+                           "cu_seqlens (one sequence per batch row)");
   auto stateType = RankedTensorType::get({batch, heads, dk, dv}, b.getF32Type());
   ValueRange qkvgb = ValueRange(operands).take_front(5);
   auto ext = KdaOp::create(b, loc, outType, stateType, qkvgb[0], qkvgb[1],
-                           qkvgb[2], qkvgb[3], qkvgb[4], Value(),
+                           qkvgb[2], qkvgb[3], qkvgb[4], Value(), Value(),
                            kda.getScaleAttr(), kda.getDecayAttr());
   Value m = KdaTransitionOp::create(
       b, loc, RankedTensorType::get({batch, heads, dk, dk}, b.getF32Type()),
@@ -637,7 +647,7 @@ LogicalResult partitionKdaTime(KdaOp kda, ArrayRef<Value> operands,
   Value all = arith::ConstantIndexOp::create(b, loc, groupSize(grid, axes));
   Value final = foldSegments(b, loc, init, ms, ss, all, batch);
   auto local = KdaOp::create(b, loc, outType, stateType, qkvgb[0], qkvgb[1],
-                             qkvgb[2], qkvgb[3], qkvgb[4], start,
+                             qkvgb[2], qkvgb[3], qkvgb[4], start, Value(),
                              kda.getScaleAttr(), kda.getDecayAttr());
   partitionMap.map(kda.getOut(), local.getOut());
   partitionMap.map(kda.getFinalState(), final);
