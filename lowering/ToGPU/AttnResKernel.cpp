@@ -32,14 +32,6 @@ namespace {
 
 constexpr int64_t kThreads = 256, kWarps = kThreads / 32;
 
-rt::DType dtypeOf(Type t) {
-  if (t.isF32())
-    return rt::DType::kF32;
-  if (t.isBF16())
-    return rt::DType::kBF16;
-  return rt::DType::kF16;
-}
-
 /// Sum over the block of `values` (each thread's partials), returned to
 /// every thread: warp shuffles, then one shared-memory round.
 SmallVector<Value> blockSum(KernelEmitter &e, Value scratch, Value warp, Value lane,
@@ -101,20 +93,10 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
                  << act,
              failure();
 
-  MLIRContext *ctx = op.getContext();
-  ctx->loadDialect<arith::ArithDialect, mlir::gpu::GPUDialect, LLVM::LLVMDialect,
-                   math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect,
-                   NVVM::NVVMDialect, scf::SCFDialect, vector::VectorDialect>();
-  OpBuilder b(ctx);
   Location loc = op.getLoc();
-  GpuEntryPlan plan;
-  plan.name = name.str();
-  plan.kernels = ModuleOp::create(loc);
-  (*plan.kernels)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
-                           b.getUnitAttr());
-  b.setInsertionPointToEnd(plan.kernels->getBody());
-  auto module = mlir::gpu::GPUModuleOp::create(b, loc, ("attn_res_" + name).str());
-
+  GpuEntryPlanBuilder pb(op.getContext(), loc, name, ("attn_res_" + name).str());
+  mlir::gpu::GPUModuleOp module = pb.module;
+  OpBuilder b(op.getContext());
   Type f32 = b.getF32Type();
   Type qType = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
   Type nType = cast<RankedTensorType>(op.getNorm().getType()).getElementType();
@@ -234,32 +216,21 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
     storeCols(y, out2);
   }
 
-  // Buffers: sources, query, norm, the mix, [the norm weight and output].
-  auto add = [&](std::string bname, rt::BufferKind kind, Type t, std::vector<int64_t> shape) {
-    rt::BufferSpec bs;
-    bs.name = std::move(bname);
-    bs.kind = kind;
-    bs.dtype = dtypeOf(t);
-    bs.shape = std::move(shape);
-    plan.buffers.push_back(std::move(bs));
-  };
+  // Buffers: sources, query, norm, the mix, [the norm weight and output];
+  // the kernel takes them in that order.
   std::vector<int64_t> shape(outType.getShape().begin(), outType.getShape().end());
+  std::vector<uint32_t> launchArgs;
   for (int64_t i = 0; i < nSources; ++i)
-    add("source" + std::to_string(i), rt::BufferKind::kInput, act, shape);
-  add("query", rt::BufferKind::kInput, qType, {D});
-  add("norm", rt::BufferKind::kInput, nType, {D});
-  add("out", rt::BufferKind::kOutput, act, shape);
+    launchArgs.push_back(pb.add("source" + std::to_string(i), rt::BufferKind::kInput, act, shape));
+  launchArgs.push_back(pb.add("query", rt::BufferKind::kInput, qType, {D}));
+  launchArgs.push_back(pb.add("norm", rt::BufferKind::kInput, nType, {D}));
+  launchArgs.push_back(pb.add("out", rt::BufferKind::kOutput, act, shape));
   if (norm) {
-    add("norm_weight", rt::BufferKind::kInput, wType, {D});
-    add("norm_out", rt::BufferKind::kOutput, act, shape);
+    launchArgs.push_back(pb.add("norm_weight", rt::BufferKind::kInput, wType, {D}));
+    launchArgs.push_back(pb.add("norm_out", rt::BufferKind::kOutput, act, shape));
   }
-  rt::LaunchSpec launch;
-  launch.function = "attn_res";
-  launch.grid = {static_cast<uint32_t>(tokens), 1, 1};
-  launch.block = {static_cast<uint32_t>(kThreads), 1, 1};
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    launch.args.push_back(static_cast<uint32_t>(i));
-  plan.launches.push_back(launch);
+  pb.launch("attn_res", {tokens, 1, 1}, kThreads, launchArgs);
+  GpuEntryPlan &plan = pb.plan;
   plan.summary = "attn_res: " + std::to_string(nSources) + " sources, " +
                  std::to_string(tokens) + " tokens of " + std::to_string(D) +
                  (norm ? ", following rms_norm fused" : "");

@@ -35,33 +35,45 @@ rt::DType dtypeOf(Type t) {
   return rt::DType::kInvalid;
 }
 
-struct PlanBuilder {
-  GpuEntryPlan plan;
-  uint32_t add(std::string name, rt::BufferKind kind, Type type,
-               std::vector<int64_t> shape) {
-    rt::BufferSpec b;
-    b.name = std::move(name);
-    b.kind = kind;
-    b.dtype = dtypeOf(type);
-    b.shape = std::move(shape);
-    plan.buffers.push_back(std::move(b));
-    return static_cast<uint32_t>(plan.buffers.size() - 1);
-  }
-  void launch(std::string fn, std::array<int64_t, 3> grid, int64_t threads,
-              std::vector<uint32_t> args) {
-    rt::LaunchSpec l;
-    l.function = std::move(fn);
-    for (int d = 0; d < 3; ++d)
-      l.grid[d] = static_cast<uint32_t>(grid[d]);
-    l.block = {static_cast<uint32_t>(threads), 1, 1};
-    l.args = std::move(args);
-    plan.launches.push_back(std::move(l));
-  }
-};
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
+
+GpuEntryPlanBuilder::GpuEntryPlanBuilder(MLIRContext *ctx, Location loc,
+                                         StringRef entryName, StringRef moduleName) {
+  ctx->loadDialect<arith::ArithDialect, mlir::gpu::GPUDialect, LLVM::LLVMDialect,
+                   math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect,
+                   NVVM::NVVMDialect, scf::SCFDialect, vector::VectorDialect>();
+  OpBuilder b(ctx);
+  plan.name = entryName.str();
+  plan.kernels = ModuleOp::create(loc);
+  (*plan.kernels)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                           b.getUnitAttr());
+  b.setInsertionPointToEnd(plan.kernels->getBody());
+  module = mlir::gpu::GPUModuleOp::create(b, loc, moduleName);
+}
+
+uint32_t GpuEntryPlanBuilder::add(std::string name, rt::BufferKind kind, Type type,
+                                  std::vector<int64_t> shape) {
+  rt::BufferSpec b;
+  b.name = std::move(name);
+  b.kind = kind;
+  b.dtype = dtypeOf(type);
+  b.shape = std::move(shape);
+  plan.buffers.push_back(std::move(b));
+  return static_cast<uint32_t>(plan.buffers.size() - 1);
+}
+
+void GpuEntryPlanBuilder::launch(std::string function, std::array<int64_t, 3> grid,
+                                 int64_t threads, std::vector<uint32_t> args) {
+  rt::LaunchSpec l;
+  l.function = std::move(function);
+  for (int d = 0; d < 3; ++d)
+    l.grid[d] = static_cast<uint32_t>(grid[d]);
+  l.block = {static_cast<uint32_t>(threads), 1, 1};
+  l.args = std::move(args);
+  plan.launches.push_back(std::move(l));
+}
 
 int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t chunks,
                             int64_t dv, const GpuDeviceModel &device) {
@@ -100,19 +112,10 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
            failure();
   const int64_t B = q.getDimSize(0), T = q.getDimSize(1), H = q.getDimSize(2);
   const int64_t DK = q.getDimSize(3), DV = v.getDimSize(3);
-  MLIRContext *ctx = op.getContext();
-  ctx->loadDialect<arith::ArithDialect, mlir::gpu::GPUDialect, LLVM::LLVMDialect,
-                   math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect,
-                   NVVM::NVVMDialect, scf::SCFDialect, vector::VectorDialect>();
-  OpBuilder b(ctx);
   Location loc = op.getLoc();
-  PlanBuilder pb;
-  pb.plan.name = name.str();
-  pb.plan.kernels = ModuleOp::create(loc);
-  (*pb.plan.kernels)->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
-                              b.getUnitAttr());
-  b.setInsertionPointToEnd(pb.plan.kernels->getBody());
-  auto module = mlir::gpu::GPUModuleOp::create(b, loc, ("kda_" + name).str());
+  GpuEntryPlanBuilder pb(op.getContext(), loc, name, ("kda_" + name).str());
+  mlir::gpu::GPUModuleOp module = pb.module;
+  OpBuilder b(op.getContext());
   Type act = q.getElementType(), gate = g.getElementType();
   double scale = op.getScale().convertToDouble();
   // A kimi.kda_gate producing g is fused: the kernels read its input z.
@@ -133,7 +136,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
                                   "'a_log' and 'dt_bias'"),
                failure();
   }
-  auto addGateBuffers = [&](PlanBuilder &p) -> std::vector<uint32_t> {
+  auto addGateBuffers = [&](GpuEntryPlanBuilder &p) -> std::vector<uint32_t> {
     if (!gateOp)
       return {};
     return {p.add("a_log", rt::BufferKind::kInput, b.getF32Type(), {H}),

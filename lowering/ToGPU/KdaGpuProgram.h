@@ -16,9 +16,11 @@
 #include "dialects/Kimi/KimiOps.h"
 #include "runtime/artifact/types.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,23 @@ struct GpuEntryPlan {
   std::vector<rt::BufferSpec> buffers;
   std::vector<rt::LaunchSpec> launches;
   std::string summary; // one line: strategy, segments, grid sizes
+};
+
+/// Assembles a GpuEntryPlan: loads the dialects the generators emit, makes
+/// the (empty) `gpu.module` they fill, and records buffers and launches.
+class GpuEntryPlanBuilder {
+public:
+  GpuEntryPlanBuilder(mlir::MLIRContext *ctx, mlir::Location loc,
+                      llvm::StringRef entryName, llvm::StringRef moduleName);
+  /// Appends a buffer of element type `type` (f32, bf16, f16 or i32);
+  /// returns its index.
+  uint32_t add(std::string name, rt::BufferKind kind, mlir::Type type,
+               std::vector<int64_t> shape);
+  void launch(std::string function, std::array<int64_t, 3> grid, int64_t threads,
+              std::vector<uint32_t> args);
+
+  GpuEntryPlan plan;
+  mlir::gpu::GPUModuleOp module;
 };
 
 struct KdaPlanOptions {

@@ -275,7 +275,7 @@ mlir::gpu::GPUFuncOp emitKdaPrepKernel(OpBuilder &b, Location loc,
   for (int64_t c = 0; c < cpt; ++c)
     gLast[c] = e.fastExp(G[C - 1][c]);
   storeValues(gLast, f32, buf.gl, e.add(e.mul(chunkHead, DK), d0));
-  Value sc = e.f32(s.scale), one = e.f32(1.0);
+  Value sc = e.f32(s.scale);
   for (int64_t t = 0; t < C; ++t) {
     SmallVector<Value> qv = tokenValues(buf.q, t), kv = tokenValues(buf.k, t);
     SmallVector<Value> qg(cpt), kg(cpt), kd(cpt), kinv(cpt);

@@ -128,7 +128,7 @@ public:
   Value issue(const RecurrenceArgs &a, const Segment &sg, Value ci, Value bsel) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
-    const int64_t H = s.heads, T = s.tokens;
+    const int64_t H = s.heads;
     int64_t threads = 2 * cols;
     // Clamp to the sequence's last chunk: prefetches past the end are
     // issued (uniform control flow) but never read.
@@ -174,7 +174,6 @@ public:
         copy(dst, dstIdx, src, srcIdx, 8, Value());
       });
     };
-    (void)T;
     tile(t.kg, t.lds, a.kg, DK);
     tile(t.kd, t.lds, a.kd, DK);
     tile(t.tmb, kSmallLd, a.tmb, C);
@@ -302,8 +301,7 @@ public:
                          SmallVector<Value> st) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
-    Value first = issue(a, sg, sg.begin, e.idx(0));
-    (void)first;
+    issue(a, sg, sg.begin, e.idx(0)); // the first chunk's group
     auto loop = scf::ForOp::create(b, loc, sg.begin, sg.end, e.idx(1), st);
     {
       OpBuilder::InsertionGuard ig(b);
@@ -335,6 +333,45 @@ public:
   Value tid, lane, warp, g, tq, mi, r, head, colBase;
 };
 
+/// Argument types of the chunk operands every recurrence kernel reads, in
+/// order: v, cu_seqlens, [Qg], Kg, Kd, [Aqk], TmB, gl ([...] only for a
+/// kernel that writes outputs).
+SmallVector<Type> chunkOperandTypes(OpBuilder &b, const KdaPrefillShape &s,
+                                    bool withOutput) {
+  const int64_t H = s.heads, DK = s.dk, slots = s.slots();
+  Type bf16 = b.getBF16Type();
+  MemRefType tile = flatMemRef(bf16, slots * H * C * DK);
+  MemRefType small = flatMemRef(bf16, slots * H * C * C);
+  SmallVector<Type> types = {flatMemRef(s.actType, s.tokens * H * s.dv),
+                             flatMemRef(b.getI32Type(), s.sequences + 1)};
+  if (withOutput)
+    types.push_back(tile);
+  types.append({tile, tile});
+  if (withOutput)
+    types.push_back(small);
+  types.append({small, flatMemRef(b.getF32Type(), slots * H * DK)});
+  return types;
+}
+
+/// The chunk operands among `body`'s arguments (chunkOperandTypes' order);
+/// `next` is left at the first argument after them.
+RecurrenceArgs bindChunkOperands(Block &body, bool withOutput, unsigned &next) {
+  RecurrenceArgs a;
+  next = 0;
+  auto arg = [&] { return body.getArgument(next++); };
+  a.v = arg();
+  a.cu = arg();
+  if (withOutput)
+    a.qg = arg();
+  a.kg = arg();
+  a.kd = arg();
+  if (withOutput)
+    a.aqk = arg();
+  a.tmb = arg();
+  a.gl = arg();
+  return a;
+}
+
 /// Segment p of P of the chunks of sequence `seq`.
 Segment segmentOf(KernelEmitter &e, Value cu, const KdaPrefillShape &s, Value seq,
                   Value head, Value p, int64_t P) {
@@ -353,31 +390,20 @@ mlir::gpu::GPUFuncOp emitKdaRecurrenceKernel(OpBuilder &b, Location loc,
                                              const KdaPrefillShape &s) {
   OpBuilder::InsertionGuard guard(b);
   const int64_t T = s.tokens, H = s.heads, DK = s.dk, DV = s.dv, N = s.sequences;
-  const int64_t P = s.segments, slots = s.slots();
-  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
-  SmallVector<Type> args = {
-      flatMemRef(s.actType, T * H * DV), flatMemRef(i32, N + 1),
-      flatMemRef(bf16, slots * H * C * DK), flatMemRef(bf16, slots * H * C * DK),
-      flatMemRef(bf16, slots * H * C * DK), flatMemRef(bf16, slots * H * C * C),
-      flatMemRef(bf16, slots * H * C * C), flatMemRef(f32, slots * H * DK),
-      flatMemRef(P == 1 ? s.stateType : f32, N * H * P * DK * DV),
-      flatMemRef(s.actType, T * H * DV), flatMemRef(s.stateType, N * H * DK * DV)};
+  const int64_t P = s.segments;
+  Type f32 = b.getF32Type();
+  SmallVector<Type> args = chunkOperandTypes(b, s, /*withOutput=*/true);
+  args.append({flatMemRef(P == 1 ? s.stateType : f32, N * H * P * DK * DV),
+               flatMemRef(s.actType, T * H * DV), flatMemRef(s.stateType, N * H * DK * DV)});
   GPUFuncOpAndEmitter k(b, loc, module, "kda_recur", args,
                         {static_cast<int32_t>(2 * DV / s.valueSplit), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
-  RecurrenceArgs a;
-  a.v = body.getArgument(0);
-  a.cu = body.getArgument(1);
-  a.qg = body.getArgument(2);
-  a.kg = body.getArgument(3);
-  a.kd = body.getArgument(4);
-  a.aqk = body.getArgument(5);
-  a.tmb = body.getArgument(6);
-  a.gl = body.getArgument(7);
-  Value init = body.getArgument(8);
-  a.out = body.getArgument(9);
-  Value ht = body.getArgument(10);
+  unsigned next = 0;
+  RecurrenceArgs a = bindChunkOperands(body, /*withOutput=*/true, next);
+  Value init = body.getArgument(next);
+  a.out = body.getArgument(next + 1);
+  Value ht = body.getArgument(next + 2);
 
   RecurrenceEmitter rec(e, module, "kda_recur", s, DV, /*withOutput=*/true);
   Value head = rec.head;
@@ -403,27 +429,19 @@ mlir::gpu::GPUFuncOp emitKdaSummarizeKernel(OpBuilder &b, Location loc,
                                             mlir::gpu::GPUModuleOp module,
                                             const KdaPrefillShape &s) {
   OpBuilder::InsertionGuard guard(b);
-  const int64_t T = s.tokens, H = s.heads, DK = s.dk, DV = s.dv, N = s.sequences;
-  const int64_t P = s.segments, slots = s.slots();
-  Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
-  SmallVector<Type> args = {
-      flatMemRef(s.actType, T * H * DV), flatMemRef(i32, N + 1),
-      flatMemRef(bf16, slots * H * C * DK), flatMemRef(bf16, slots * H * C * DK),
-      flatMemRef(bf16, slots * H * C * C), flatMemRef(f32, slots * H * DK),
-      flatMemRef(f32, N * H * (P - 1) * DK * DK),
-      flatMemRef(f32, N * H * (P - 1) * DK * DV)};
+  const int64_t H = s.heads, DK = s.dk, DV = s.dv, N = s.sequences;
+  const int64_t P = s.segments;
+  Type f32 = b.getF32Type();
+  SmallVector<Type> args = chunkOperandTypes(b, s, /*withOutput=*/false);
+  args.append({flatMemRef(f32, N * H * (P - 1) * DK * DK),
+               flatMemRef(f32, N * H * (P - 1) * DK * DV)});
   GPUFuncOpAndEmitter k(b, loc, module, "kda_summarize", args,
                         {static_cast<int32_t>(2 * DV / s.valueSplit), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
-  RecurrenceArgs a;
-  a.v = body.getArgument(0);
-  a.cu = body.getArgument(1);
-  a.kg = body.getArgument(2);
-  a.kd = body.getArgument(3);
-  a.tmb = body.getArgument(4);
-  a.gl = body.getArgument(5);
-  Value mBuf = body.getArgument(6), eBuf = body.getArgument(7);
+  unsigned next = 0;
+  RecurrenceArgs a = bindChunkOperands(body, /*withOutput=*/false, next);
+  Value mBuf = body.getArgument(next), eBuf = body.getArgument(next + 1);
 
   RecurrenceEmitter rec(e, module, "kda_summarize", s, DV, /*withOutput=*/false);
   Value head = rec.head;
