@@ -1,9 +1,10 @@
 //===- LowerMoeOps.cpp - router and experts -> linalg + scf ---------------===//
 //
-// The router's scores are a linalg contraction; top-k selection is an scf
-// loop per token (repeated arg-max with the chosen entry knocked out, ties to
-// the lower index). Routed experts loop over tokens and their k experts and
-// apply each selected expert's gated MLP to the token (reference §5).
+// The router's scores are a linalg contraction; top-k selection ranks every
+// expert against all others (ties to the lower index) and picks ranks
+// 0..k-1, all as linalg contractions. Routed experts gather each selected
+// expert's rows inside the contractions (reference §5). Neither needs host
+// code that reads tensor elements, so the GPU target maps them to kernels.
 // kimi.latent_moe is first decomposed into linear / routed_experts /
 // rms_norm / linear, which the other patterns then lower.
 //
@@ -30,46 +31,6 @@ namespace {
 
 Value cIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-/// Row `n` of a 2-D tensor as a 1-D tensor.
-Value rowOf(OpBuilder &b, Location loc, Value m, Value n) {
-  RankedTensorType type = typeOf(m);
-  int64_t width = type.getDimSize(1);
-  return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({width}, type.getElementType()), m,
-      ValueRange{n, cIndex(b, loc, 0)}, ValueRange{},
-      ValueRange{},
-      b.getDenseI64ArrayAttr({ShapedType::kDynamic, ShapedType::kDynamic}),
-      b.getDenseI64ArrayAttr({1, width}), b.getDenseI64ArrayAttr({1, 1}));
-}
-
-/// Matrix `e` of a 3-D tensor [E, A, B] as a 2-D tensor [A, B].
-Value matrixOf(OpBuilder &b, Location loc, Value t, Value e) {
-  RankedTensorType type = typeOf(t);
-  int64_t a = type.getDimSize(1), c = type.getDimSize(2);
-  Value zero = cIndex(b, loc, 0);
-  return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({a, c}, type.getElementType()), t,
-      ValueRange{e, zero, zero}, ValueRange{}, ValueRange{},
-      b.getDenseI64ArrayAttr(
-          {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}),
-      b.getDenseI64ArrayAttr({1, a, c}), b.getDenseI64ArrayAttr({1, 1, 1}));
-}
-
-/// y[i] = sum_j m[i, j] v[j]  (f32)
-Value matvec(OpBuilder &b, Location loc, Value m, Value v) {
-  MLIRContext *ctx = b.getContext();
-  int64_t rows = typeOf(m).getDimSize(0);
-  return generic(b, loc, filled(b, loc, {b.getIndexAttr(rows)}, b.getF32Type(), 0),
-                 {m, v},
-                 {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {1}),
-                  dimsMap(ctx, 2, {0})},
-                 {IT::parallel, IT::reduction},
-                 [](OpBuilder &nb, Location l, ValueRange a) {
-                   return arith::AddFOp::create(
-                       nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a[1]));
-                 });
 }
 
 /// (max value, its first index) of a 1-D f32 tensor.
@@ -129,51 +90,83 @@ struct RouterLowering : OpRewritePattern<RouterOp> {
           return arith::AddFOp::create(nb, l, a[0], a[1]);
         });
 
-    // Per token: k rounds of arg-max over the biased scores.
+    // Top-k by rank, as data-parallel contractions (no per-token host loop,
+    // so the same code runs as GPU kernels): rank[t, e] counts the experts
+    // ahead of e (larger biased score, or equal score and lower index);
+    // the expert of rank j fills slot j, and rank k gives the margin alpha.
+    Type i32 = b.getI32Type();
     Type indexElement = op.getIndices().getType().getElementType();
-    Value rawInit = tensor::EmptyOp::create(
-        b, loc, ArrayRef<OpFoldResult>{tokens, b.getIndexAttr(k)}, f32);
-    Value idxInit = tensor::EmptyOp::create(
-        b, loc, ArrayRef<OpFoldResult>{tokens, b.getIndexAttr(k)},
-        indexElement);
-    Value alphaInit = tensor::EmptyOp::create(
-        b, loc, ArrayRef<OpFoldResult>{tokens}, f32);
-    bool margins = bool(op.getMargins());
-    Value n0 = cIndex(b, loc, 0), one = cIndex(b, loc, 1);
-    Value nEnd = getValueOrCreateConstantIndexOp(b, loc, tokens);
-    Value negInf = constF32(b, loc, -std::numeric_limits<double>::infinity());
-    auto tokenLoop = scf::ForOp::create(
-        b, loc, n0, nEnd, one, ValueRange{rawInit, idxInit, alphaInit},
-        [&](OpBuilder &nb, Location l, Value n, ValueRange iter) {
-          Value row = rowOf(nb, l, biased, n);
-          auto pick = scf::ForOp::create(
-              nb, l, cIndex(nb, l, 0), cIndex(nb, l, k), cIndex(nb, l, 1),
-              ValueRange{row, iter[0], iter[1]},
-              [&](OpBuilder &pb, Location pl, Value j, ValueRange it) {
-                auto [best, at] = argmax(pb, pl, it[0]);
-                (void)best;
-                Value s = tensor::ExtractOp::create(pb, pl, scores,
-                                                    ValueRange{n, at});
-                Value raw = tensor::InsertOp::create(pb, pl, s, it[1],
-                                                     ValueRange{n, j});
-                Value id = arith::IndexCastOp::create(pb, pl, indexElement, at);
-                Value ids = tensor::InsertOp::create(pb, pl, id, it[2],
-                                                     ValueRange{n, j});
-                Value work = tensor::InsertOp::create(pb, pl, negInf, it[0],
-                                                      ValueRange{at});
-                scf::YieldOp::create(pb, pl, ValueRange{work, raw, ids});
-              });
-          Value alpha = iter[2];
-          if (margins) {
-            // alpha: the (k+1)-th largest biased score.
-            auto [best, at] = argmax(nb, l, pick.getResult(0));
-            (void)at;
-            alpha = tensor::InsertOp::create(nb, l, best, alpha, ValueRange{n});
-          }
-          scf::YieldOp::create(
-              nb, l, ValueRange{pick.getResult(1), pick.getResult(2), alpha});
+    auto index = [&](OpBuilder &nb, Location l, unsigned d) -> Value {
+      return linalg::IndexOp::create(nb, l, d);
+    };
+    Value rankInit =
+        filled(b, loc, {tokens, b.getIndexAttr(experts)}, i32, 0);
+    Value rank =
+        linalg::GenericOp::create(
+            b, loc, TypeRange{rankInit.getType()}, ValueRange{biased, biased},
+            ValueRange{rankInit},
+            ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {0, 2}),
+                                dimsMap(ctx, 3, {0, 1})},
+            ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction},
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value greater = arith::CmpFOp::create(
+                  nb, l, arith::CmpFPredicate::OGT, a[1], a[0]);
+              Value equal = arith::CmpFOp::create(
+                  nb, l, arith::CmpFPredicate::OEQ, a[1], a[0]);
+              Value before = arith::CmpIOp::create(
+                  nb, l, arith::CmpIPredicate::ult, index(nb, l, 2),
+                  index(nb, l, 1));
+              Value ahead = arith::OrIOp::create(
+                  nb, l, greater, arith::AndIOp::create(nb, l, equal, before));
+              Value inc = arith::ExtUIOp::create(nb, l, i32, ahead);
+              linalg::YieldOp::create(nb, l,
+                                      ValueRange{arith::AddIOp::create(
+                                          nb, l, a[2], inc)});
+            })
+            .getResult(0);
+    Value rawInit = filled(b, loc, {tokens, b.getIndexAttr(k)}, f32, 0);
+    Value idxInit =
+        filled(b, loc, {tokens, b.getIndexAttr(k)}, indexElement, 0);
+    auto pick = linalg::GenericOp::create(
+        b, loc, TypeRange{rawInit.getType(), idxInit.getType()},
+        ValueRange{rank, scores}, ValueRange{rawInit, idxInit},
+        ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
+                            dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {0, 1})},
+        ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value slot =
+              arith::IndexCastOp::create(nb, l, i32, index(nb, l, 1));
+          Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                            a[0], slot);
+          Value e =
+              arith::IndexCastOp::create(nb, l, indexElement, index(nb, l, 2));
+          Value raw = arith::SelectOp::create(nb, l, hit, a[1], a[2]);
+          Value id = arith::SelectOp::create(nb, l, hit, e, a[3]);
+          linalg::YieldOp::create(nb, l, ValueRange{raw, id});
         });
-    Value raw = tokenLoop.getResult(0), ids = tokenLoop.getResult(1);
+    Value raw = pick.getResult(0), ids = pick.getResult(1);
+    bool margins = bool(op.getMargins());
+    Value alpha;
+    if (margins) {
+      Value alphaInit = filled(b, loc, {tokens}, f32, 0);
+      alpha =
+          linalg::GenericOp::create(
+              b, loc, TypeRange{alphaInit.getType()}, ValueRange{rank, biased},
+              ValueRange{alphaInit},
+              ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}),
+                                  dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
+              ArrayRef<IT>{IT::parallel, IT::reduction},
+              [&](OpBuilder &nb, Location l, ValueRange a) {
+                Value kth = arith::ConstantOp::create(
+                    nb, l, nb.getI32IntegerAttr(static_cast<int32_t>(k)));
+                Value hit = arith::CmpIOp::create(
+                    nb, l, arith::CmpIPredicate::eq, a[0], kth);
+                linalg::YieldOp::create(
+                    nb, l,
+                    ValueRange{arith::SelectOp::create(nb, l, hit, a[1], a[2])});
+              })
+              .getResult(0);
+    }
 
     // Weights: scores of the selected experts, renormalised, scaled.
     double scaling = op.getScaling().convertToDouble();
@@ -212,7 +205,7 @@ struct RouterLowering : OpRewritePattern<RouterOp> {
     if (margins) {
       Value m = generic(
           b, loc, tensor::EmptyOp::create(b, loc, sizesOf(b, loc, biased), f32),
-          {biased, tokenLoop.getResult(2)},
+          {biased, alpha},
           {b.getMultiDimIdentityMap(2), dimsMap(ctx, 2, {0}),
            b.getMultiDimIdentityMap(2)},
           {IT::parallel, IT::parallel},
@@ -247,55 +240,78 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     double linearBeta =
         isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
 
-    Value init = filled(b, loc, {tokens, b.getIndexAttr(width)}, f32, 0.0);
-    Value zero = cIndex(b, loc, 0), one = cIndex(b, loc, 1);
-    auto tokenLoop = scf::ForOp::create(
-        b, loc, zero, getValueOrCreateConstantIndexOp(b, loc, tokens), one,
-        ValueRange{init},
-        [&](OpBuilder &nb, Location l, Value n, ValueRange iter) {
-          Value zn = rowOf(nb, l, z, n);
-          auto expertLoop = scf::ForOp::create(
-              nb, l, cIndex(nb, l, 0), cIndex(nb, l, k), cIndex(nb, l, 1),
-              ValueRange{iter[0]},
-              [&](OpBuilder &eb, Location el, Value j, ValueRange acc) {
-                Value id =
-                    tensor::ExtractOp::create(eb, el, ids, ValueRange{n, j});
-                Value e = arith::IndexCastOp::create(eb, el, eb.getIndexType(),
-                                                     id);
-                Value w = toF32(
-                    eb, el, tensor::ExtractOp::create(eb, el, wts,
-                                                      ValueRange{n, j}));
-                Value g = matvec(eb, el, matrixOf(eb, el, op.getGateProj(), e),
-                                 zn);
-                Value u = matvec(eb, el, matrixOf(eb, el, op.getUpProj(), e),
-                                 zn);
-                Value h = elementwise(
-                    eb, el, typeOf(g), {g, u},
-                    [&](OpBuilder &hb, Location hl, ValueRange a) {
-                      return isSitu ? situ(hb, hl, a[0], a[1], beta, linearBeta)
-                                    : siluGlu(hb, hl, a[0], a[1]);
-                    });
-                Value y = matvec(eb, el, matrixOf(eb, el, op.getDownProj(), e),
-                                 h);
-                Value row = rowOf(eb, el, acc[0], n);
-                Value updated = elementwise(
-                    eb, el, typeOf(row), {row, y},
-                    [&](OpBuilder &ub, Location ul, ValueRange a) {
-                      return arith::AddFOp::create(
-                          ub, ul, a[0], arith::MulFOp::create(ub, ul, w, a[1]));
-                    });
-                Value out = tensor::InsertSliceOp::create(
-                    eb, el, updated, acc[0], ValueRange{n, cIndex(eb, el, 0)},
-                    ValueRange{}, ValueRange{},
-                    eb.getDenseI64ArrayAttr(
-                        {ShapedType::kDynamic, ShapedType::kDynamic}),
-                    eb.getDenseI64ArrayAttr({1, width}),
-                    eb.getDenseI64ArrayAttr({1, 1}));
-                scf::YieldOp::create(eb, el, out);
-              });
-          scf::YieldOp::create(nb, l, expertLoop.getResults());
+    // Each (token, slot) gathers its expert's rows inside the contraction
+    // (ids are read where they are used, never by host code), so the whole
+    // layer is data-parallel: g/u[t, j, i], then y[t, j, d], then the
+    // weighted sum over the k slots.
+    int64_t inner = typeOf(op.getGateProj()).getDimSize(1);
+    MLIRContext *ctx = b.getContext();
+    auto index = [](OpBuilder &nb, Location l, unsigned d) -> Value {
+      return linalg::IndexOp::create(nb, l, d);
+    };
+    auto expertRow = [&](OpBuilder &nb, Location l, Value table, Value id,
+                         Value row, Value col) {
+      Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), id);
+      return toF32(nb, l,
+                   tensor::ExtractOp::create(nb, l, table,
+                                             ValueRange{e, row, col}));
+    };
+    Value guInit = filled(
+        b, loc, {tokens, b.getIndexAttr(k), b.getIndexAttr(inner)}, f32, 0.0);
+    auto gu = linalg::GenericOp::create(
+        b, loc, TypeRange{guInit.getType(), guInit.getType()},
+        ValueRange{ids, z}, ValueRange{guInit, guInit},
+        ArrayRef<AffineMap>{dimsMap(ctx, 4, {0, 1}), dimsMap(ctx, 4, {0, 3}),
+                            dimsMap(ctx, 4, {0, 1, 2}),
+                            dimsMap(ctx, 4, {0, 1, 2})},
+        ArrayRef<IT>{IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value i = index(nb, l, 2), w = index(nb, l, 3);
+          Value x = toF32(nb, l, a[1]);
+          Value wg = expertRow(nb, l, op.getGateProj(), a[0], i, w);
+          Value wu = expertRow(nb, l, op.getUpProj(), a[0], i, w);
+          Value g = arith::AddFOp::create(nb, l, a[2],
+                                          arith::MulFOp::create(nb, l, wg, x));
+          Value u = arith::AddFOp::create(nb, l, a[3],
+                                          arith::MulFOp::create(nb, l, wu, x));
+          linalg::YieldOp::create(nb, l, ValueRange{g, u});
         });
-    Value result = tokenLoop.getResult(0);
+    Value h = elementwise(
+        b, loc, typeOf(gu.getResult(0)), {gu.getResult(0), gu.getResult(1)},
+        [&](OpBuilder &hb, Location hl, ValueRange a) {
+          return isSitu ? situ(hb, hl, a[0], a[1], beta, linearBeta)
+                        : siluGlu(hb, hl, a[0], a[1]);
+        });
+    Value yInit = filled(
+        b, loc, {tokens, b.getIndexAttr(k), b.getIndexAttr(width)}, f32, 0.0);
+    Value y =
+        linalg::GenericOp::create(
+            b, loc, TypeRange{yInit.getType()}, ValueRange{ids, h},
+            ValueRange{yInit},
+            ArrayRef<AffineMap>{dimsMap(ctx, 4, {0, 1}),
+                                dimsMap(ctx, 4, {0, 1, 3}),
+                                dimsMap(ctx, 4, {0, 1, 2})},
+            ArrayRef<IT>{IT::parallel, IT::parallel, IT::parallel,
+                         IT::reduction},
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value wd = expertRow(nb, l, op.getDownProj(), a[0],
+                                   index(nb, l, 2), index(nb, l, 3));
+              linalg::YieldOp::create(
+                  nb, l,
+                  ValueRange{arith::AddFOp::create(
+                      nb, l, a[2], arith::MulFOp::create(nb, l, wd, a[1]))});
+            })
+            .getResult(0);
+    Value result = generic(
+        b, loc, filled(b, loc, {tokens, b.getIndexAttr(width)}, f32, 0.0),
+        {wts, y},
+        {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2, 1}),
+         dimsMap(ctx, 3, {0, 1})},
+        {IT::parallel, IT::parallel, IT::reduction},
+        [](OpBuilder &nb, Location l, ValueRange a) {
+          return arith::AddFOp::create(nb, l, a[2],
+                                       arith::MulFOp::create(nb, l, a[0], a[1]));
+        });
     Type outElement = op.getOut().getType().getElementType();
     if (outElement != f32)
       result = elementwise(b, loc, typeOf(result).clone(outElement), result,

@@ -86,13 +86,19 @@ func.func @mla_decode(%q: tensor<4x1x2x48xf32>, %cache: tensor<4x?x48xf32>, %kvb
 
 // -----
 
-// router: contraction + sigmoid, then per token k rounds of arg-max.
+// router: contraction + sigmoid, then top-k by rank: every expert counts
+// the experts ahead of it (greater score, or equal and lower index) and the
+// rank-j expert fills slot j. No host loop reads tensor elements.
 // CHECK-LABEL: func.func @router
-// CHECK: arith.constant 9.99999968E-21 : f32
-// CHECK: scf.for
-// CHECK: scf.for
+// CHECK-NOT: scf.for
+// CHECK-NOT: tensor.extract %
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]{{.*}} outs(%{{.*}} : tensor<8x16xi32>)
 // CHECK: arith.cmpf ogt
-// CHECK: tensor.insert
+// CHECK: arith.cmpf oeq
+// CHECK: arith.cmpi ult
+// CHECK: linalg.generic {{.*}} outs(%{{.*}}, %{{.*}} : tensor<8x4xf32>, tensor<8x4xi32>)
+// CHECK: arith.cmpi eq
+// CHECK: arith.select
 // CHECK-NOT: kimi.
 func.func @router(%x: tensor<1x8x64xf32>, %w: tensor<16x64xf32>, %b: tensor<16xf32>) -> (tensor<1x8x4xf32>, tensor<1x8x4xi32>) {
   %w0, %i0 = kimi.router %x, %w, %b top_k(4) renormalize : tensor<1x8x64xf32>, tensor<16x64xf32>, tensor<16xf32> -> tensor<1x8x4xf32>, tensor<1x8x4xi32>
@@ -101,13 +107,14 @@ func.func @router(%x: tensor<1x8x64xf32>, %w: tensor<16x64xf32>, %b: tensor<16xf
 
 // -----
 
-// latent_moe decomposes into linear, routed experts (loops over tokens and
-// their experts), rms_norm and linear.
+// latent_moe decomposes into linear, routed experts (each (token, slot)
+// gathers its expert's rows inside the contraction), rms_norm and linear.
 // CHECK-LABEL: func.func @latent_moe
-// CHECK: scf.for
-// CHECK: tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] [1, 64, 32] [1, 1, 1] : tensor<16x64x32xf32> to tensor<64x32xf32>
+// CHECK-NOT: scf.for
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} outs(%{{.*}}, %{{.*}} : tensor<8x4x64xf32>, tensor<8x4x64xf32>)
+// CHECK: tensor.extract %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : tensor<16x64x32xf32>
 // CHECK: math.tanh
-// CHECK: tensor.insert_slice
+// CHECK: tensor.extract %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : tensor<16x32x64xf32>
 // CHECK: math.rsqrt
 // CHECK-NOT: kimi.
 func.func @latent_moe(%x: tensor<8x64xf32>, %w: tensor<8x4xf32>, %i: tensor<8x4xi32>, %g: tensor<16x64x32xf32>, %u: tensor<16x64x32xf32>, %d: tensor<16x32x64xf32>, %dl: tensor<32x64xf32>, %n: tensor<32xf32>, %ul: tensor<64x32xf32>) -> tensor<8x64xf32> {
