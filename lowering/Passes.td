@@ -163,4 +163,79 @@ def KimiLowerCollectives
   ];
 }
 
+def KimiGpuWeightTable : Pass<"kimi-gpu-weight-table", "::mlir::ModuleOp"> {
+  let summary = "Read weights through a runtime-filled table of device pointers";
+  let description = [{
+    The GPU model target's weight ABI (docs/runtime-abi.md, "GPU models").
+    Weights live in device memory that the runtime allocates when it loads
+    the artifact, so they cannot be globals of the shared object as on the
+    CPU. This pass adds one exported, zero-initialised
+    `llvm.mlir.global @kimi_gpu_weights : !llvm.array<N x ptr>` and rewrites
+    every `memref.get_global @kimi_w_<slot>` (from
+    `kimi-externalize-weights`, after bufferization) into a load of entry
+    `slot` of that table and a memref descriptor built around it (offset 0,
+    the global's static sizes and identity strides), cast back to the
+    global's memref type. The weight globals are erased. The runtime stores
+    the device address of manifest weight `slot` into entry `slot` before
+    the first call.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def KimiGpuMapLoops : Pass<"kimi-gpu-map-loops", "::mlir::func::FuncOp"> {
+  let summary = "Shape outermost scf.parallel loops into 1-D GPU grids";
+  let description = [{
+    Prepares the data-parallel loops of the GPU model target (from
+    `convert-linalg-to-parallel-loops`) for `convert-parallel-loops-to-gpu`.
+    Every outermost `scf.parallel` of a host function has all its dimensions
+    collapsed into one linear index (row-major, so consecutive threads walk
+    the innermost dimension and global accesses coalesce), is tiled by
+    `block-size` (default 256) without min/max bounds (the inner loop guards
+    its iterations), and gets the mapping `block x` for the outer loop and
+    `thread x` for the inner one. Grids are therefore always 1-D and never
+    exceed the hardware limit on y/z, whatever the rank of the loop. Loops
+    nested in an outer `scf.parallel` stay sequential inside its threads.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "256",
+           "Threads per block of the generated kernels">,
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+def KimiGpuSerialKernels
+    : Pass<"kimi-gpu-serial-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run leftover host accesses of device memory as one-thread kernels";
+  let description = [{
+    In the GPU model target every buffer is device memory, so host code must
+    not load or store memref elements. After `convert-parallel-loops-to-gpu`
+    the data-parallel work is in `gpu.launch` regions; what remains are
+    element accesses outside them (linalg ops without parallel dimensions,
+    such as whole-tensor reductions, and scalar fills of 0-d buffers). This
+    pass wraps each such access, together with the outermost enclosing
+    `scf.for`/`scf.if` that contains no launch, allocation or call, into a
+    `gpu.launch` of one block of one thread. An access whose result is used
+    by host code after the wrapped region (host control flow that depends
+    on device data) is an error naming the op: it would need a
+    device-to-host copy and a synchronisation in the middle of an entry.
+
+    The bookkeeping of ownership-based deallocation (buffers of `index`
+    pointers and `i1` ownership flags, element types model data never has)
+    stays on the host: its `memref.alloc`s become `memref.alloca`s (their
+    deallocs are dropped) and its accesses are left in host code.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+  ];
+}
+
 #endif // KIMI_LOWERING_PASSES_TD

@@ -3,7 +3,7 @@
 #include "kimi_runtime.h"
 
 #include "runtime/artifact/reader.h"
-#include "runtime/cpu/cpu_executable.h"
+#include "runtime/session/executable.h"
 #include "runtime/session/session.h"
 #include "runtime/weights/weight_loader.h"
 
@@ -17,7 +17,7 @@ struct kimi_artifact {
 };
 
 struct kimi_session {
-  std::shared_ptr<const CpuExecutable> executable;
+  std::shared_ptr<const Executable> executable;
   std::unique_ptr<Session> session;
 };
 
@@ -134,8 +134,8 @@ kimi_status kimi_session_create(const kimi_artifact *artifact,
   StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(paths);
   if (!loader.isOk())
     return report(loader.status());
-  StatusOr<std::shared_ptr<CpuExecutable>> exe =
-      CpuExecutable::create(artifact->spec, *loader.value());
+  StatusOr<std::shared_ptr<Executable>> exe =
+      createExecutable(artifact->spec, *loader.value());
   if (!exe.isOk())
     return report(exe.status());
   StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());

@@ -149,19 +149,22 @@ SHIM(i32, int32_t, 1)
 SHIM(i64, int64_t, 2)
 )c";
 
-/// Runs `cc -shared` on the object (and the comm shim when the model calls
-/// the runtime's communicator); the result is the .so bytes.
+/// Runs `cc -shared` on the object and the C sources (the runtime shims the
+/// model calls); the result is the .so bytes.
 llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
-                                             bool withCommShim) {
+                                             llvm::ArrayRef<std::string> cSources) {
   llvm::SmallString<128> dir;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("kimi-cpu", dir))
     return llvm::createStringError(ec, "cannot create a temporary directory");
   std::string objPath = (dir + "/model.o").str();
   std::string soPath = (dir + "/model.so").str();
-  std::string shimPath = (dir + "/comm_shim.c").str();
+  std::vector<std::string> sourcePaths;
+  for (size_t i = 0; i < cSources.size(); ++i)
+    sourcePaths.push_back((dir + "/shim" + llvm::Twine(i) + ".c").str());
   auto cleanup = llvm::make_scope_exit([&] {
-    llvm::sys::fs::remove(shimPath);
+    for (const std::string &p : sourcePaths)
+      llvm::sys::fs::remove(p);
     llvm::sys::fs::remove(objPath);
     llvm::sys::fs::remove(soPath);
     llvm::sys::fs::remove(dir);
@@ -173,12 +176,13 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
       return llvm::createStringError(ec, "cannot write %s", objPath.c_str());
     os << object;
   }
-  if (withCommShim) {
+  for (size_t i = 0; i < cSources.size(); ++i) {
     std::error_code ec;
-    llvm::raw_fd_ostream os(shimPath, ec);
+    llvm::raw_fd_ostream os(sourcePaths[i], ec);
     if (ec)
-      return llvm::createStringError(ec, "cannot write %s", shimPath.c_str());
-    os << kCommShim;
+      return llvm::createStringError(ec, "cannot write %s",
+                                     sourcePaths[i].c_str());
+    os << cSources[i];
   }
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc)
@@ -188,8 +192,10 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
   std::string message;
   llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", soPath,
                                              objPath};
-  if (withCommShim)
-    args.append({"-O2", "-fPIC", shimPath});
+  if (!sourcePaths.empty())
+    args.append({"-O2", "-fPIC"});
+  for (const std::string &p : sourcePaths)
+    args.push_back(p);
   args.push_back("-lm");
   int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0,
                                      &message);
@@ -206,8 +212,8 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
 
 } // namespace
 
-llvm::Expected<std::string>
-kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
+llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
+                                          llvm::StringRef frontPipeline) {
   MLIRContext *ctx = module.getContext();
   std::string diagnostics;
   llvm::raw_string_ostream diagStream(diagnostics);
@@ -219,9 +225,9 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
   // 1. kimi level: proof and chunking, lowering to linalg, weights.
   {
     PassManager pm(ctx);
-    if (!options.frontPipeline.empty() &&
-        failed(parsePassPipeline(options.frontPipeline, pm)))
-      return failure("parsing the front pipeline '" + options.frontPipeline +
+    if (!frontPipeline.empty() &&
+        failed(parsePassPipeline(frontPipeline, pm)))
+      return failure("parsing the front pipeline '" + frontPipeline +
                          "'",
                      diagnostics);
     pm.addPass(kimi::createKimiLowerKda());
@@ -300,6 +306,20 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
                            copy.getTarget());
     copy.erase();
   });
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string>
+kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
+  if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline))
+    return std::move(e);
+  MLIRContext *ctx = module.getContext();
+  std::string diagnostics;
+  llvm::raw_string_ostream diagStream(diagnostics);
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    diagStream << diag.getLocation() << ": " << diag << "\n";
+    return success();
+  });
   {
     PassManager pm(ctx);
     pm.addPass(createConvertLinalgToLoopsPass());
@@ -317,6 +337,19 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
       return failure("lowering to the LLVM dialect", diagnostics);
   }
 
+  return emitSharedObject(module, options.optLevel, options.llvmIR, {});
+}
+
+llvm::Expected<std::string>
+kimi::emitSharedObject(ModuleOp module, unsigned optLevel, std::string *llvmIR,
+                       llvm::ArrayRef<std::string> cSources) {
+  MLIRContext *ctx = module.getContext();
+  std::string diagnostics;
+  llvm::raw_string_ostream diagStream(diagnostics);
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    diagStream << diag.getLocation() << ": " << diag << "\n";
+    return success();
+  });
   // 5. LLVM IR, optimised for the host, as a PIC object.
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -338,11 +371,11 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
       llvm::Reloc::PIC_));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
-  auto optimize = makeOptimizingTransformer(options.optLevel, 0, machine.get());
+  auto optimize = makeOptimizingTransformer(optLevel, 0, machine.get());
   if (llvm::Error e = optimize(llvmModule.get()))
     return failure("LLVM optimisation", llvm::toString(std::move(e)));
-  if (options.llvmIR) {
-    llvm::raw_string_ostream os(*options.llvmIR);
+  if (llvmIR) {
+    llvm::raw_string_ostream os(*llvmIR);
     llvmModule->print(os, nullptr);
   }
   llvm::SmallString<0> object;
@@ -357,5 +390,8 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
   bool usesComm = llvm::any_of(*llvmModule, [](const llvm::Function &fn) {
     return fn.isDeclaration() && fn.getName().starts_with("kimi_rt_");
   });
-  return linkSharedObject(object, usesComm);
+  std::vector<std::string> sources(cSources.begin(), cSources.end());
+  if (usesComm)
+    sources.push_back(kCommShim);
+  return linkSharedObject(object, sources);
 }

@@ -36,6 +36,22 @@ struct CpuCodegenOptions {
 /// Registers what the CPU pipeline parses and translates.
 void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 
+/// The steps the CPU and GPU model targets share: the front pipeline on kimi
+/// IR, kimi -> linalg, weights as `kimi_w_<slot>` globals, One-Shot
+/// Bufferize over the call graph (entries get the C interface and read-only
+/// arguments), ownership-based deallocation, buffer copies as linalg.copy.
+llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
+                                     llvm::StringRef frontPipeline);
+
+/// Translates an LLVM-dialect `module` to LLVM IR, adds the packed
+/// `kimi_entry_<name>` wrappers, optimises for the host, and links the
+/// object with `cSources` (C shims; the comm shim is added when the model
+/// calls it) into a shared object, returned as bytes.
+llvm::Expected<std::string> emitSharedObject(mlir::ModuleOp module,
+                                             unsigned optLevel,
+                                             std::string *llvmIR,
+                                             llvm::ArrayRef<std::string> cSources);
+
 /// Lowers `module` in place and returns the bytes of the linked shared
 /// object. Errors carry the diagnostics of the failing step.
 llvm::Expected<std::string> compileToSharedObject(mlir::ModuleOp module,

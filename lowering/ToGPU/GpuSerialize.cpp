@@ -121,6 +121,8 @@ llvm::Expected<std::string> runPipeline(ModuleOp module, const GpuTargetOptions 
 
 bool ptxasAvailable() { return !findPtxasToolkit().empty(); }
 
+std::string cudaToolkitPath() { return findPtxasToolkit(); }
+
 llvm::Expected<GpuBinary> serializeGpuModule(ModuleOp module,
                                              const GpuTargetOptions &options) {
   GpuBinary out;

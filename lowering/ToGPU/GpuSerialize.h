@@ -43,6 +43,11 @@ void registerGpuCodegenDialects(mlir::DialectRegistry &registry);
 /// True when a ptxas the serialiser can use exists.
 bool ptxasAvailable();
 
+/// The CUDA toolkit the serialiser uses (ptxas, libdevice): the parent of
+/// the ptxas on PATH, else CUDA_ROOT / CUDA_HOME / CUDA_PATH, else
+/// /usr/local/cuda; empty when none holds bin/ptxas.
+std::string cudaToolkitPath();
+
 /// Serialises the single `gpu.module` of `module` (left unchanged).
 llvm::Expected<GpuBinary> serializeGpuModule(mlir::ModuleOp module,
                                              const GpuTargetOptions &options);

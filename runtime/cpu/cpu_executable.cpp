@@ -164,18 +164,7 @@ Status CpuExecutable::run(const std::string &entryName,
     const HostTensor *t = inputs[i];
     const std::string where = label + ": input " + std::to_string(i) + " " +
                               quoted(spec.name);
-    if (!t)
-      return invalidArgument(where + ": null tensor");
-    bool shapeOk = t->shape.size() == spec.shape.size() && t->dtype == spec.dtype;
-    for (size_t d = 0; shapeOk && d < spec.shape.size(); ++d)
-      shapeOk = spec.shape[d] == -1 ? t->shape[d] >= 0 : t->shape[d] == spec.shape[d];
-    int64_t numel = 0;
-    if (!shapeOk || !checkedNumel(t->shape, numel) ||
-        static_cast<uint64_t>(numel) * dtypeSize(t->dtype) != t->bytes())
-      return invalidArgument(where + ": given " + dtypeName(t->dtype) + " " +
-                             shapeToString(t->shape) + " (" +
-                             std::to_string(t->bytes()) + " bytes), signature " +
-                             dtypeName(spec.dtype) + " " + shapeToString(spec.shape));
+    KIMI_RETURN_IF_ERROR(checkEntryInput(spec, t, where));
     args.setContiguous(i, t->data(), t->shape);
     argPointers.push_back(args.pointer(i));
     inputRanges.push_back({t->data(), t->data() + t->bytes()});

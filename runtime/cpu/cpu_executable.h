@@ -23,6 +23,7 @@
 #include "runtime/cpu/cpu_module.h"
 #include "runtime/cpu/host_tensor.h"
 #include "runtime/support/status.h"
+#include "runtime/session/executable.h"
 #include "runtime/weights/weight_loader.h"
 
 #include <map>
@@ -32,7 +33,7 @@ namespace kimi::rt {
 
 class Communicator;
 
-class CpuExecutable {
+class CpuExecutable final : public Executable {
 public:
   /// `artifact` must come from ArtifactReader (or have passed
   /// validateArtifact); `weights` supplies every manifest entry.
@@ -44,19 +45,20 @@ public:
   create(std::shared_ptr<const ArtifactSpec> artifact, const WeightLoader &weights,
          Communicator *comm = nullptr);
 
-  const ArtifactSpec &artifact() const { return *artifact_; }
+  const ArtifactSpec &artifact() const override { return *artifact_; }
   std::shared_ptr<const ArtifactSpec> artifactPtr() const { return artifact_; }
 
   /// Runs entry `entry` with `inputs` in signature order (their shapes are
   /// the concrete shapes; checked against the signature). Every dynamic
   /// dimension of an output must equal `tokens`.
   Status run(const std::string &entry, const std::vector<const HostTensor *> &inputs,
-             int64_t tokens, std::vector<HostTensor> &outputs) const;
+             int64_t tokens, std::vector<HostTensor> &outputs) const override;
 
   /// Bytes of all weights written into the module.
-  int64_t weightBytes() const { return weightBytes_; }
+  int64_t weightBytes() const override { return weightBytes_; }
   /// Seconds spent loading the weights.
-  double weightLoadSeconds() const { return weightSeconds_; }
+  double weightLoadSeconds() const override { return weightSeconds_; }
+  std::string deviceName() const override { return "cpu"; }
 
 private:
   CpuExecutable() = default;

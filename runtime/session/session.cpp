@@ -42,7 +42,7 @@ int64_t SessionSnapshot::bytes() const {
 }
 
 StatusOr<std::unique_ptr<Session>>
-Session::create(std::shared_ptr<const CpuExecutable> executable) {
+Session::create(std::shared_ptr<const Executable> executable) {
   if (!executable)
     return invalidArgument("session: null executable");
   const ArtifactSpec &a = executable->artifact();

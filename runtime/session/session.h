@@ -13,14 +13,14 @@
 // be restored into any session of the same artifact (prefix reuse).
 //
 // A session is not thread-safe; different sessions may run concurrently,
-// also when they share one CpuExecutable.
+// also when they share one Executable.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KIMI_RUNTIME_SESSION_SESSION_H
 #define KIMI_RUNTIME_SESSION_SESSION_H
 
-#include "runtime/cpu/cpu_executable.h"
+#include "runtime/session/executable.h"
 #include "runtime/cpu/host_tensor.h"
 #include "runtime/support/status.h"
 
@@ -60,7 +60,7 @@ struct SessionSnapshot {
 class Session {
 public:
   static StatusOr<std::unique_ptr<Session>>
-  create(std::shared_ptr<const CpuExecutable> executable);
+  create(std::shared_ptr<const Executable> executable);
 
   /// Starts a new sequence with `count` >= 1 tokens; logits [count, V].
   StatusOr<LogitsView> prefill(const int32_t *tokens, size_t count);
@@ -106,7 +106,7 @@ private:
   StatusOr<HostTensor> step(bool usePrefill, const int32_t *tokens,
                             int64_t count);
 
-  std::shared_ptr<const CpuExecutable> exe_;
+  std::shared_ptr<const Executable> exe_;
   const EntrySpec *prefill_ = nullptr;
   const EntrySpec *decode_ = nullptr;
   size_t prefillLogits_ = 0, decodeLogits_ = 0;

@@ -47,6 +47,11 @@ cl::opt<bool> noCubin("no-cubin",
                                "found"),
                       cl::cat(gpuLibraryCategory));
 
+} // namespace
+
+bool gpuNoCubin() { return noCubin; }
+
+namespace {
 int fail(const llvm::Twine &message) {
   llvm::errs() << "kimi-compile: error: " << message << "\n";
   return 1;

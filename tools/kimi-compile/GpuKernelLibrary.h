@@ -12,6 +12,8 @@ extern llvm::cl::OptionCategory gpuLibraryCategory;
 int compileGpuLibraryFile(const std::string &input, const std::string &output,
                           const std::string &frontPipeline, bool emitGpuIR,
                           bool emitPtx);
+/// --no-cubin: store PTX only (GPU models and kernel libraries).
+bool gpuNoCubin();
 } // namespace kimi
 
 #endif

@@ -17,6 +17,8 @@
 #include "passes/ShardingModels.h"
 #include "mlir/Pass/PassManager.h"
 #include "lowering/ToCPU/CpuCodegen.h"
+#include "lowering/ToGPU/ModelGpuCodegen.h"
+#include "lowering/ToGPU/GpuSerialize.h"
 #include "lowering/ToProgram/CpuArtifact.h"
 #include "GpuKernelLibrary.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -51,8 +53,8 @@ cl::opt<Target> target(
     "target", cl::desc("Where the model runs"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu", "the host CPU (default)"),
                clEnumValN(Target::Sm90a, "sm_90a",
-                          "NVIDIA Hopper: kernel libraries from .mlir "
-                          "input (models: not available yet)")),
+                          "NVIDIA Hopper: models from a config.json, "
+                          "kernel libraries from .mlir input")),
     cl::cat(category));
 cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                    cl::init(Emit::Artifact),
@@ -69,7 +71,8 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                                          "code"),
                               clEnumValN(Emit::Gpu, "gpu",
                                          "sm_90a: the generated gpu.module "
-                                         "of each entry"),
+                                         "of each entry (models: the whole "
+                                         "program after kernel outlining)"),
                               clEnumValN(Emit::Ptx, "ptx",
                                          "sm_90a: the PTX of each entry")),
                    cl::cat(category));
@@ -216,6 +219,7 @@ int main(int argc, char **argv) {
       "kimi-compile: compiles a Kimi-family model from its Hugging Face "
       "config.json.\n\n"
       "  kimi-compile config.json --target cpu -o model.kimi\n"
+      "  kimi-compile config.json --target sm_90a -o model-gpu.kimi\n"
       "  kimi-compile config.json --emit=kimi -o model.mlir\n"
       "  kimi-compile config.json --report --context 1048576\n"
       "  kimi-compile config.json --report --grid 64 --batch 64\n"
@@ -230,8 +234,10 @@ int main(int argc, char **argv) {
     return compileGpuLibraryFile(configPath, outputPath, frontPipeline,
                                  emit == Emit::Gpu, emit == Emit::Ptx);
   }
-  if (emit == Emit::Gpu || emit == Emit::Ptx)
-    return fail("--emit=gpu/ptx apply to .mlir kernel modules");
+  if (emit == Emit::Ptx)
+    return fail("--emit=ptx applies to .mlir kernel modules");
+  if (emit == Emit::Gpu && target != Target::Sm90a)
+    return fail("--emit=gpu needs --target sm_90a");
 
   ConfigReadOptions readOptions;
   readOptions.allowUnknownFields = allowUnknown;
@@ -247,8 +253,6 @@ int main(int argc, char **argv) {
                 "and no --report");
   if (emit == Emit::Artifact && outputPath == "-" && !report)
     return fail("the artifact is binary: name the output file with -o");
-  if (target == Target::Sm90a && !report && emit != Emit::Kimi)
-    return fail("--target sm_90a is not available yet; use --target cpu");
 
   std::string errorMessage;
   std::unique_ptr<llvm::ToolOutputFile> output;
@@ -301,18 +305,23 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // The CPU target computes in f32 with dense weights (the runtime converts
-  // bf16 and dequantises MXFP4 at load) and prefills in static chunks.
+  // The CPU and GPU model targets compute in f32 with dense weights (the
+  // runtime converts bf16 and dequantises MXFP4 at load) and prefill in
+  // static chunks (64 tokens on the CPU, --prefill-chunk on the GPU).
   bool cpu = emit != Emit::Kimi;
+  bool gpu = cpu && target == Target::Sm90a;
   ImportOptions options;
   options.activations = cpu ? NumericType::F32 : activations.getValue();
   options.weights = cpu ? NumericType::F32 : weights.getValue();
   options.mxfp4Experts = cpu ? false : mxfp4Experts.getValue();
   options.decodeBatch = decodeBatch;
-  options.prefillChunk = cpu && prefillChunk == 0 ? 64 : prefillChunk.getValue();
+  options.prefillChunk = cpu && prefillChunk == 0 ? (gpu ? 256 : 64)
+                                                  : prefillChunk.getValue();
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   registerCpuCodegenDialects(registry);
+  if (gpu)
+    kimi::gpu::registerGpuCodegenDialects(registry);
   registerKimiShardingModels(registry);
   mlir::MLIRContext context(registry);
   auto module = importModel(*config, options, context);
@@ -345,6 +354,34 @@ int main(int argc, char **argv) {
       if (!described)
         return fail(llvm::toString(described.takeError()));
       spec = std::move(*described);
+      if (gpu)
+        spec.target.name = "sm_90a";
+    }
+    if (gpu) {
+      if (emit == Emit::SharedObject && outputPath == "-")
+        return fail("the shared object is binary: name the output file with -o");
+      kimi::gpu::ModelGpuCodegenOptions codegen;
+      codegen.frontPipeline = frontPipeline;
+      codegen.cubin = !gpuNoCubin();
+      std::string gpuIR, llvmIR;
+      if (emit == Emit::Gpu)
+        codegen.gpuIR = &gpuIR;
+      if (emit == Emit::LLVMIR)
+        codegen.llvmIR = &llvmIR;
+      llvm::Expected<std::string> so =
+          kimi::gpu::compileModelForGpu(**module, codegen);
+      if (!so)
+        return fail(llvm::toString(so.takeError()));
+      if (emit == Emit::Artifact) {
+        if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath))
+          return fail(llvm::toString(std::move(e)));
+        return 0;
+      }
+      output->os() << (emit == Emit::Gpu ? gpuIR
+                       : emit == Emit::LLVMIR ? llvmIR
+                                              : *so);
+      output->keep();
+      return 0;
     }
     CpuCodegenOptions codegen;
     codegen.frontPipeline = frontPipeline;

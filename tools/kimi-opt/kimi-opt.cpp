@@ -8,6 +8,9 @@
 
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/Passes.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 #include "passes/Passes.h"
 #include "passes/ShardingModels.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
@@ -32,7 +35,9 @@ int main(int argc, char **argv) {
   registry.insert<kimi::KimiDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::math::MathDialect,
                   mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
-                  mlir::scf::SCFDialect>();
+                  mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
+                  mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
+                  mlir::affine::AffineDialect>();
 
   // Generic upstream passes that are useful on kimi IR.
   mlir::registerCanonicalizerPass();
@@ -40,6 +45,10 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
   kimi::registerKimiLoweringPasses();
+  // The upstream steps around kimi's GPU model passes, for their lit tests.
+  mlir::registerConvertLinalgToParallelLoopsPass();
+  mlir::registerConvertParallelLoopToGpuPass();
+  mlir::registerGpuKernelOutliningPass();
 
   // kimi's own analyses and transforms (passes/Passes.td).
   kimi::registerKimiPasses();

@@ -249,8 +249,8 @@ int main(int argc, char **argv) {
     unlink(tempWeights.c_str()); // mapped: the data stays until unmapped
   if (!loader.isOk())
     return fail(loader.status().message());
-  StatusOr<std::shared_ptr<CpuExecutable>> exe =
-      CpuExecutable::create(spec, *loader.value(), comm.get());
+  StatusOr<std::shared_ptr<Executable>> exe =
+      createExecutable(spec, *loader.value(), comm.get());
   if (!exe.isOk())
     return fail(exe.status().message());
   StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());

@@ -1,0 +1,302 @@
+//===- ModelGpuCodegen.cpp - kimi model -> GPU host program + kernels -----===//
+
+#include "lowering/ToGPU/ModelGpuCodegen.h"
+#include "lowering/Passes.h"
+#include "lowering/ToCPU/CpuCodegen.h"
+#include "lowering/ToGPU/GpuSerialize.h"
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace kimi::gpu {
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &step, const std::string &diagnostics) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "GPU code generation failed in %s%s%s",
+                                 step.str().c_str(),
+                                 diagnostics.empty() ? "" : ":\n",
+                                 diagnostics.c_str());
+}
+
+/// Outlining gives every kernel its own gpu.module, i.e. its own binary,
+/// ptxas run and module load; one module holds them all instead. Kernel
+/// names repeat across outlined modules (@f_kernel in @f_kernel and in
+/// @f_kernel_0), so each kernel takes its module's unique name.
+void mergeGpuModules(ModuleOp module) {
+  SmallVector<mlir::gpu::GPUModuleOp> modules(
+      module.getOps<mlir::gpu::GPUModuleOp>());
+  if (modules.empty())
+    return;
+  llvm::DenseMap<std::pair<StringAttr, StringAttr>, StringAttr> renamed;
+  OpBuilder b(modules.front());
+  auto merged =
+      mlir::gpu::GPUModuleOp::create(b, module.getLoc(), "kimi_kernels");
+  Block &body = merged.getBodyRegion().front();
+  for (mlir::gpu::GPUModuleOp m : modules) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : m.getBodyRegion().front().getOperations())
+      ops.push_back(&op);
+    size_t kernels = llvm::count_if(
+        ops, [](Operation *op) { return isa<mlir::gpu::GPUFuncOp>(op); });
+    for (Operation *op : ops) {
+      if (auto fn = dyn_cast<mlir::gpu::GPUFuncOp>(op)) {
+        std::string name = m.getSymName().str();
+        if (kernels > 1)
+          name += "_" + fn.getName().str();
+        StringAttr newName = b.getStringAttr(name);
+        renamed[{m.getSymNameAttr(), fn.getNameAttr()}] = newName;
+        SymbolTable::setSymbolName(fn, newName);
+      }
+      op->moveBefore(&body, body.end());
+    }
+    m.erase();
+  }
+  module.walk([&](mlir::gpu::LaunchFuncOp launch) {
+    SymbolRefAttr kernel = launch.getKernel();
+    auto it = renamed.find({kernel.getRootReference(),
+                            kernel.getLeafReference()});
+    if (it == renamed.end())
+      return;
+    launch.setKernelAttr(SymbolRefAttr::get(
+        merged.getSymNameAttr(), {FlatSymbolRefAttr::get(it->second)}));
+  });
+}
+
+const char *kGpuShim = R"c(
+#include <stddef.h>
+#include <stdint.h>
+typedef struct {
+  void *ctx;
+  int32_t (*load_module)(void *ctx, const void *image, uint64_t size,
+                         void **module);
+  int32_t (*get_function)(void *ctx, void *module, const char *name,
+                          void **function);
+  int32_t (*launch)(void *ctx, void *function, int64_t gx, int64_t gy,
+                    int64_t gz, int64_t bx, int64_t by, int64_t bz,
+                    int32_t smem, void **params);
+  int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
+  int32_t (*release)(void *ctx, void *ptr);
+} kimi_rt_gpu_table;
+const int32_t kimi_rt_gpu_abi_version = 1;
+kimi_rt_gpu_table kimi_rt_gpu;
+int32_t kimi_rt_gpu_status;
+
+typedef struct {
+  const void *image;
+  uint64_t size;
+  void *module;
+} kimi_gpu_image;
+#define KIMI_MAX_IMAGES 16
+static kimi_gpu_image kimi_images[KIMI_MAX_IMAGES];
+static int kimi_num_images;
+
+/* Called by the load constructors at dlopen, before the runtime has filled
+   the table: the image is only recorded; it is loaded on first use. */
+static void *kimi_register(const void *image, uint64_t size) {
+  if (kimi_num_images == KIMI_MAX_IMAGES) {
+    kimi_rt_gpu_status = -2;
+    return 0;
+  }
+  kimi_gpu_image *r = &kimi_images[kimi_num_images++];
+  r->image = image;
+  r->size = size;
+  r->module = 0;
+  return r;
+}
+void *mgpuModuleLoad(void *data, size_t size) { return kimi_register(data, size); }
+void *mgpuModuleLoadJIT(void *data, int32_t opt) {
+  (void)opt;
+  return kimi_register(data, 0);
+}
+void mgpuModuleUnload(void *m) { (void)m; }
+
+/* Functions by the address of their name (a constant of this object). */
+#define KIMI_FN_SLOTS 16384
+static struct {
+  const char *name;
+  void *image;
+  void *fn;
+} kimi_fns[KIMI_FN_SLOTS];
+
+void *mgpuModuleGetFunction(void *m, const char *name) {
+  kimi_gpu_image *r = (kimi_gpu_image *)m;
+  if (kimi_rt_gpu_status || !r)
+    return 0;
+  uintptr_t h = ((uintptr_t)name >> 3) % KIMI_FN_SLOTS;
+  for (int probe = 0; probe < KIMI_FN_SLOTS; ++probe) {
+    if (!kimi_fns[h].name)
+      break;
+    if (kimi_fns[h].name == name && kimi_fns[h].image == m)
+      return kimi_fns[h].fn;
+    h = (h + 1) % KIMI_FN_SLOTS;
+  }
+  if (!kimi_rt_gpu.load_module || !kimi_rt_gpu.get_function) {
+    kimi_rt_gpu_status = -1;
+    return 0;
+  }
+  if (!r->module &&
+      (kimi_rt_gpu_status = kimi_rt_gpu.load_module(kimi_rt_gpu.ctx, r->image,
+                                                    r->size, &r->module)))
+    return 0;
+  void *fn = 0;
+  if ((kimi_rt_gpu_status =
+           kimi_rt_gpu.get_function(kimi_rt_gpu.ctx, r->module, name, &fn)))
+    return 0;
+  if (!kimi_fns[h].name) {
+    kimi_fns[h].name = name;
+    kimi_fns[h].image = m;
+    kimi_fns[h].fn = fn;
+  }
+  return fn;
+}
+
+/* One stream, the runtime's: every launch is ordered after the previous
+   one, and the runtime synchronises once after the entry returns. */
+void *mgpuStreamCreate(void) { return &kimi_rt_gpu; }
+void mgpuStreamDestroy(void *s) { (void)s; }
+void mgpuStreamSynchronize(void *s) { (void)s; }
+
+void mgpuLaunchKernel(void *fn, int64_t gx, int64_t gy, int64_t gz,
+                      int64_t bx, int64_t by, int64_t bz, int32_t smem,
+                      void *stream, void **params, void **extra,
+                      size_t nparams) {
+  (void)stream;
+  (void)extra;
+  (void)nparams;
+  if (kimi_rt_gpu_status || !fn)
+    return;
+  if (gx <= 0 || gy <= 0 || gz <= 0)
+    return; /* an empty iteration space */
+  kimi_rt_gpu_status =
+      kimi_rt_gpu.launch(kimi_rt_gpu.ctx, fn, gx, gy, gz, bx, by, bz, smem, params);
+}
+
+/* memref.alloc / dealloc of the host code: device memory. */
+void *_mlir_memref_to_llvm_alloc(size_t bytes) {
+  void *p = 0;
+  if (kimi_rt_gpu_status)
+    return 0;
+  if (!kimi_rt_gpu.alloc) {
+    kimi_rt_gpu_status = -1;
+    return 0;
+  }
+  kimi_rt_gpu_status = kimi_rt_gpu.alloc(kimi_rt_gpu.ctx, bytes, &p);
+  return p;
+}
+void _mlir_memref_to_llvm_free(void *p) {
+  if (p && kimi_rt_gpu.release)
+    kimi_rt_gpu.release(kimi_rt_gpu.ctx, p);
+}
+)c";
+
+} // namespace
+
+const char *gpuShimSource() { return kGpuShim; }
+
+llvm::Expected<std::string>
+compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
+  std::string toolkit = cudaToolkitPath();
+  if (toolkit.empty())
+    return failure("finding the CUDA toolkit",
+                   "the GPU model target links CUDA's libdevice and runs "
+                   "ptxas: put ptxas on PATH or set CUDA_HOME");
+  if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline))
+    return std::move(e);
+  MLIRContext *ctx = module.getContext();
+  std::string diagnostics;
+  llvm::raw_string_ostream diagStream(diagnostics);
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    diagStream << diag.getLocation() << ": " << diag << "\n";
+    return success();
+  });
+
+  // 1. Weights from the table; loop nests to kernels.
+  {
+    PassManager pm(ctx);
+    pm.addPass(kimi::createKimiGpuWeightTable());
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+    kimi::KimiGpuMapLoopsOptions map;
+    map.blockSize = options.blockSize;
+    pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuMapLoops(map));
+    pm.addPass(createConvertParallelLoopToGpuPass());
+    pm.addPass(kimi::createKimiGpuSerialKernels());
+    pm.addPass(createGpuKernelOutliningPass());
+    if (failed(pm.run(module)))
+      return failure("mapping loops to kernels", diagnostics);
+  }
+  mergeGpuModules(module);
+  if (options.gpuIR) {
+    llvm::raw_string_ostream os(*options.gpuIR);
+    module.print(os);
+    return std::string();
+  }
+
+  // 2. Kernels to NVVM, host to LLVM, kernels to a binary.
+  {
+    PassManager pm(ctx);
+    pm.addPass(createSCFToControlFlowPass());
+    pm.addPass(memref::createExpandStridedMetadataPass());
+    GpuNVVMAttachTargetOptions target;
+    target.chip = options.chip;
+    target.features = options.features;
+    target.optLevel = options.kernelOptLevel;
+    pm.addPass(createGpuNVVMAttachTarget(target));
+    pm.addPass(createLowerAffinePass());
+    pm.addPass(createArithToLLVMConversionPass());
+    pm.addPass(createConvertIndexToLLVMPass());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    OpPassManager &kernels = pm.nest<mlir::gpu::GPUModuleOp>();
+    kernels.addPass(createStripDebugInfoPass());
+    kernels.addPass(createConvertGpuOpsToNVVMOps());
+    kernels.addPass(LLVM::createNVVMOptimizeForTargetPass());
+    kernels.addPass(createCanonicalizerPass());
+    kernels.addPass(createCSEPass());
+    kernels.addPass(createReconcileUnrealizedCastsPass());
+    // Host: memref.alloc goes through _mlir_memref_to_llvm_alloc, which the
+    // GPU shim serves with device memory.
+    FinalizeMemRefToLLVMConversionPassOptions memref;
+    memref.useGenericFunctions = true;
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass(memref));
+    pm.addPass(createConvertMathToLLVMPass());
+    pm.addPass(createConvertMathToLibmPass());
+    pm.addPass(createConvertFuncToLLVMPass());
+    pm.addPass(createConvertControlFlowToLLVMPass());
+    pm.addPass(createGpuToLLVMConversionPass());
+    GpuModuleToBinaryPassOptions binary;
+    binary.toolkitPath = toolkit;
+    binary.compilationTarget = options.cubin ? "bin" : "isa";
+    pm.addPass(createGpuModuleToBinaryPass(binary));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createReconcileUnrealizedCastsPass());
+    if (failed(pm.run(module)))
+      return failure("lowering to NVVM and the LLVM dialect", diagnostics);
+  }
+  return emitSharedObject(module, options.hostOptLevel, options.llvmIR,
+                          {kGpuShim});
+}
+
+} // namespace kimi::gpu

@@ -1,0 +1,54 @@
+//===- ModelGpuCodegen.h - kimi model -> GPU host program + kernels -*- C++ -*-===//
+//
+// The GPU model target (docs/lowering/gpu-model.md): the same kimi -> linalg
+// -> bufferized memref program as the CPU target, with every data-parallel
+// loop nest turned into a CUDA kernel and the host side compiled into a
+// shared object that launches them through the runtime (docs/runtime-abi.md,
+// "GPU models"). Buffers are device memory; weights are read through the
+// runtime-filled `kimi_gpu_weights` table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOGPU_MODELGPUCODEGEN_H
+#define KIMI_LOWERING_TOGPU_MODELGPUCODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace kimi::gpu {
+
+struct ModelGpuCodegenOptions {
+  /// Passes run on kimi IR first (the decay proof and KDA chunking).
+  std::string frontPipeline = "kimi-prove-decay-bounds,kimi-chunk-kda";
+  std::string chip = "sm_90a";
+  std::string features = "+ptx80";
+  /// NVPTX optimisation level of the kernels; LLVM level of the host code.
+  int kernelOptLevel = 3;
+  unsigned hostOptLevel = 2;
+  /// Threads per block of the data-parallel kernels.
+  int64_t blockSize = 256;
+  /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.
+  bool cubin = true;
+  /// When non-null: the module after kernel outlining (gpu dialect); the
+  /// compilation stops there and returns an empty object.
+  std::string *gpuIR = nullptr;
+  /// When non-null: the host program's optimised LLVM IR.
+  std::string *llvmIR = nullptr;
+};
+
+/// Lowers `module` in place and returns the bytes of the host shared object
+/// (kernels embedded). Needs a CUDA toolkit for libdevice (and ptxas for a
+/// cubin); errors name the failing step and carry its diagnostics.
+llvm::Expected<std::string> compileModelForGpu(mlir::ModuleOp module,
+                                               const ModelGpuCodegenOptions &options);
+
+/// The C source of the GPU runtime shim linked into every GPU model: the
+/// `mgpu*` functions the host code calls and the device allocator behind
+/// memref.alloc, forwarding to the `kimi_rt_gpu` table the runtime fills.
+const char *gpuShimSource();
+
+} // namespace kimi::gpu
+
+#endif

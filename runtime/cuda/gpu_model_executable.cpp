@@ -1,0 +1,435 @@
+//===- gpu_model_executable.cpp - A GPU model artifact ready to run -------===//
+
+#include "runtime/cuda/gpu_model_executable.h"
+#include "runtime/artifact/validate.h"
+#include "runtime/cpu/entry_call.h"
+#include "runtime/cpu/memref.h"
+#include "runtime/support/text.h"
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+namespace kimi::rt {
+
+//===----------------------------------------------------------------------===//
+// DeviceAllocator
+//===----------------------------------------------------------------------===//
+
+size_t DeviceAllocator::sizeClass(size_t bytes) {
+  // Powers of two up to 64 MiB (at least 256 B), then 2 MiB multiples: at
+  // most 2x waste for small blocks, a few percent for large ones.
+  size_t c = 256;
+  if (bytes <= (size_t(64) << 20)) {
+    while (c < bytes)
+      c <<= 1;
+    return c;
+  }
+  const size_t step = size_t(2) << 20;
+  return (bytes + step - 1) / step * step;
+}
+
+StatusOr<cuda::CUdeviceptr> DeviceAllocator::allocate(size_t bytes) {
+  const size_t c = sizeClass(bytes == 0 ? 1 : bytes);
+  cuda::CUdeviceptr p = 0;
+  auto hit = cached_.find(c);
+  if (hit != cached_.end()) {
+    p = hit->second;
+    cached_.erase(hit);
+  } else {
+    const CudaDriver &d = device_.driver();
+    cuda::CUresult r = d.cuMemAlloc(&p, c);
+    if (r != 0) {
+      trim(); // give the cache back and try once more
+      r = d.cuMemAlloc(&p, c);
+    }
+    if (r != 0)
+      return d.check(r, ("cuMemAlloc of " + std::to_string(c) +
+                         " bytes (" + std::to_string(inUse_) +
+                         " in use)").c_str());
+  }
+  live_[p] = c;
+  inUse_ += c;
+  peak_ = std::max(peak_, inUse_);
+  return p;
+}
+
+Status DeviceAllocator::release(cuda::CUdeviceptr address) {
+  auto it = live_.find(address);
+  if (it == live_.end())
+    return executionError("device allocator: release of an address it did "
+                          "not allocate");
+  inUse_ -= it->second;
+  cached_.emplace(it->second, address);
+  live_.erase(it);
+  return Status::ok();
+}
+
+void DeviceAllocator::releaseAll() {
+  for (auto &[p, c] : live_)
+    cached_.emplace(c, p);
+  live_.clear();
+  inUse_ = 0;
+}
+
+void DeviceAllocator::trim() {
+  for (auto &[c, p] : cached_)
+    (void)device_.driver().cuMemFree(p);
+  cached_.clear();
+}
+
+DeviceAllocator::~DeviceAllocator() {
+  trim();
+  for (auto &[p, c] : live_)
+    (void)device_.driver().cuMemFree(p);
+}
+
+//===----------------------------------------------------------------------===//
+// The shim table (layout: lowering/ToGPU/ModelGpuCodegen.cpp, kGpuShim)
+//===----------------------------------------------------------------------===//
+
+namespace {
+extern "C" {
+struct KimiRtGpuTable {
+  void *ctx;
+  int32_t (*load_module)(void *ctx, const void *image, uint64_t size,
+                         void **module);
+  int32_t (*get_function)(void *ctx, void *module, const char *name,
+                          void **function);
+  int32_t (*launch)(void *ctx, void *function, int64_t gx, int64_t gy,
+                    int64_t gz, int64_t bx, int64_t by, int64_t bz,
+                    int32_t smem, void **params);
+  int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
+  int32_t (*release)(void *ctx, void *ptr);
+};
+}
+} // namespace
+
+struct GpuModelExecutable::Shim {
+  const CudaDevice *device = nullptr;
+  const CudaStream *stream = nullptr;
+  DeviceAllocator *allocator = nullptr;
+  std::vector<cuda::CUmodule> modules;
+  Status error; // the first failure of the current call
+  int64_t launches = 0;
+
+  int32_t fail(Status s) {
+    if (error.isOk())
+      error = std::move(s);
+    return 1;
+  }
+  static Shim &of(void *ctx) { return *static_cast<Shim *>(ctx); }
+
+  static int32_t loadModule(void *ctx, const void *image, uint64_t size,
+                            void **module) {
+    Shim &s = of(ctx);
+    const CudaDriver &d = s.device->driver();
+    cuda::CUmodule m = nullptr;
+    // size 0: NUL-terminated PTX, JIT-compiled by the driver.
+    cuda::CUresult r = d.cuModuleLoadDataEx(&m, image, 0, nullptr, nullptr);
+    if (r != 0)
+      return s.fail(d.check(r, size ? "cuModuleLoadDataEx (cubin)"
+                                    : "cuModuleLoadDataEx (PTX)"));
+    s.modules.push_back(m);
+    *module = m;
+    return 0;
+  }
+  static int32_t getFunction(void *ctx, void *module, const char *name,
+                             void **function) {
+    Shim &s = of(ctx);
+    const CudaDriver &d = s.device->driver();
+    cuda::CUfunction f = nullptr;
+    cuda::CUresult r = d.cuModuleGetFunction(
+        &f, static_cast<cuda::CUmodule>(module), name);
+    if (r != 0)
+      return s.fail(d.check(r, ("cuModuleGetFunction '" + std::string(name) +
+                                "'").c_str()));
+    *function = f;
+    return 0;
+  }
+  static int32_t launch(void *ctx, void *function, int64_t gx, int64_t gy,
+                        int64_t gz, int64_t bx, int64_t by, int64_t bz,
+                        int32_t smem, void **params) {
+    Shim &s = of(ctx);
+    if (gx > INT32_MAX || gy > 65535 || gz > 65535 || bx * by * bz > 1024)
+      return s.fail(executionError(
+          "kernel launch of grid (" + std::to_string(gx) + ", " +
+          std::to_string(gy) + ", " + std::to_string(gz) + ") x block (" +
+          std::to_string(bx) + ", " + std::to_string(by) + ", " +
+          std::to_string(bz) + ") exceeds the hardware limits"));
+    const CudaDriver &d = s.device->driver();
+    cuda::CUresult r = d.cuLaunchKernel(
+        static_cast<cuda::CUfunction>(function), unsigned(gx), unsigned(gy),
+        unsigned(gz), unsigned(bx), unsigned(by), unsigned(bz),
+        unsigned(smem), s.stream->handle(), params, nullptr);
+    if (r != 0)
+      return s.fail(d.check(r, "cuLaunchKernel"));
+    ++s.launches;
+    return 0;
+  }
+  static int32_t alloc(void *ctx, uint64_t bytes, void **ptr) {
+    Shim &s = of(ctx);
+    StatusOr<cuda::CUdeviceptr> p = s.allocator->allocate(bytes);
+    if (!p.isOk())
+      return s.fail(p.takeStatus());
+    *ptr = reinterpret_cast<void *>(p.value());
+    return 0;
+  }
+  static int32_t release(void *ctx, void *ptr) {
+    Shim &s = of(ctx);
+    Status st = s.allocator->release(reinterpret_cast<cuda::CUdeviceptr>(ptr));
+    return st.isOk() ? 0 : s.fail(std::move(st));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// GpuModelExecutable
+//===----------------------------------------------------------------------===//
+
+StatusOr<std::shared_ptr<GpuModelExecutable>>
+GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
+                           const WeightLoader &weights, int device) {
+  if (!artifact)
+    return invalidArgument("GPU executable: null artifact");
+  const ArtifactSpec &a = *artifact;
+  KIMI_RETURN_IF_ERROR(validateArtifact(a));
+  if (a.target.name != "sm_90a" || a.isKernelLibrary())
+    return invalidArtifact("artifact target " + quoted(a.target.name) +
+                           " is not a GPU model");
+  if (a.target.numRanks != 1)
+    return invalidArgument("the artifact is partitioned over " +
+                           std::to_string(a.target.numRanks) +
+                           " ranks; GPU models run on one GPU");
+  if (a.kernels.size() != 1 || a.kernels[0].kind != KernelKind::kCpuSharedObject)
+    return invalidArtifact("a GPU model holds one host shared object, the "
+                           "artifact has " + std::to_string(a.kernels.size()) +
+                           " kernels");
+
+  std::shared_ptr<GpuModelExecutable> exe(new GpuModelExecutable());
+  exe->artifact_ = artifact;
+  KIMI_ASSIGN_OR_RETURN(exe->device_, CudaDevice::open(device));
+  if (exe->device_->computeMajor() != 9)
+    return invalidArgument("the artifact is compiled for sm_90a; " +
+                           exe->device_->describe() + " is not a Hopper GPU");
+  KIMI_ASSIGN_OR_RETURN(exe->stream_, CudaStream::create(*exe->device_));
+  exe->allocator_ = std::make_unique<DeviceAllocator>(*exe->device_);
+  exe->shim_ = std::make_unique<Shim>();
+  exe->shim_->device = exe->device_.get();
+  exe->shim_->stream = exe->stream_.get();
+  exe->shim_->allocator = exe->allocator_.get();
+
+  const KernelImage &kernel = a.kernels[0];
+  KIMI_ASSIGN_OR_RETURN(exe->module_,
+                        CpuModule::load(kernel.image, kernel.name.empty()
+                                                          ? "kernel 0"
+                                                          : kernel.name));
+  CpuModule &m = *exe->module_;
+  KIMI_ASSIGN_OR_RETURN(void *version, m.symbol("kimi_rt_gpu_abi_version"));
+  if (*static_cast<const int32_t *>(version) != 1)
+    return moduleError("GPU model: shim ABI version " +
+                       std::to_string(*static_cast<const int32_t *>(version)) +
+                       ", this runtime speaks 1");
+  KIMI_ASSIGN_OR_RETURN(void *table, m.symbol("kimi_rt_gpu"));
+  KIMI_ASSIGN_OR_RETURN(void *status, m.symbol("kimi_rt_gpu_status"));
+  exe->status_ = static_cast<int32_t *>(status);
+  auto *t = static_cast<KimiRtGpuTable *>(table);
+  t->ctx = exe->shim_.get();
+  t->load_module = &Shim::loadModule;
+  t->get_function = &Shim::getFunction;
+  t->launch = &Shim::launch;
+  t->alloc = &Shim::alloc;
+  t->release = &Shim::release;
+
+  for (const EntrySpec &e : a.entries) {
+    StatusOr<void *> fn = m.symbol(e.symbol);
+    if (!fn.isOk()) {
+      Status s = fn.takeStatus();
+      return s.addContext("entry " + quoted(e.name));
+    }
+    exe->entries_[e.name] = fn.value();
+  }
+
+  // Weights: device buffers, their addresses in kimi_gpu_weights[slot].
+  auto start = std::chrono::steady_clock::now();
+  KIMI_ASSIGN_OR_RETURN(void *tableAddress, m.symbol("kimi_gpu_weights"));
+  const int64_t tableBytes = m.symbolSize(tableAddress);
+  if (tableBytes >= 0 &&
+      tableBytes < static_cast<int64_t>(a.weights.size() * sizeof(void *)))
+    return moduleError("GPU model: kimi_gpu_weights holds " +
+                       std::to_string(tableBytes / sizeof(void *)) +
+                       " entries for " + std::to_string(a.weights.size()) +
+                       " weights");
+  auto *weightTable = static_cast<cuda::CUdeviceptr *>(tableAddress);
+  std::vector<uint8_t> staging;
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const WeightSpec &w = a.weights[i];
+    const size_t bytes = static_cast<size_t>(w.blockNumel()) * dtypeSize(w.dtype);
+    staging.resize(bytes);
+    Status loaded = weights.load(w, staging.data(), bytes);
+    if (!loaded.isOk())
+      return loaded.addContext("weight " + std::to_string(i) + " " + quoted(w.name));
+    KIMI_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                          DeviceBuffer::allocate(*exe->device_, bytes));
+    KIMI_RETURN_IF_ERROR(buffer.upload(staging.data(), bytes));
+    weightTable[i] = buffer.address();
+    exe->weightBytes_ += static_cast<int64_t>(bytes);
+    exe->weights_.push_back(std::move(buffer));
+  }
+  exe->weightSeconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return exe;
+}
+
+GpuModelExecutable::~GpuModelExecutable() {
+  if (stream_)
+    (void)stream_->synchronize();
+  if (shim_ && device_)
+    for (cuda::CUmodule mod : shim_->modules)
+      (void)device_->driver().cuModuleUnload(mod);
+  // Members release the weights, the allocator's blocks, the stream and the
+  // device in reverse order; the module (dlclose) goes first.
+  module_.reset();
+}
+
+size_t GpuModelExecutable::peakActivationBytes() const {
+  return allocator_->peakBytesInUse();
+}
+
+Status GpuModelExecutable::run(const std::string &entryName,
+                               const std::vector<const HostTensor *> &inputs,
+                               int64_t tokens,
+                               std::vector<HostTensor> &outputs) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const EntrySpec *entry = artifact_->findEntry(entryName);
+  auto fn = entries_.find(entryName);
+  if (!entry || fn == entries_.end())
+    return invalidArgument("no entry " + quoted(entryName) + " in the artifact");
+  const std::string label = "entry " + quoted(entryName);
+  if (inputs.size() != entry->inputs.size())
+    return invalidArgument(label + ": " + std::to_string(inputs.size()) +
+                           " inputs given, signature has " +
+                           std::to_string(entry->inputs.size()));
+  KIMI_RETURN_IF_ERROR(device_->makeCurrent());
+  const CudaDriver &d = device_->driver();
+
+  // Every device buffer of this call, released on all paths.
+  std::set<cuda::CUdeviceptr> owned, inputBuffers;
+  auto releaseAll = [&] {
+    for (cuda::CUdeviceptr p : owned)
+      (void)allocator_->release(p);
+    owned.clear();
+  };
+
+  std::vector<size_t> inRanks, outRanks;
+  for (const TensorSpec &s : entry->inputs)
+    inRanks.push_back(s.shape.size());
+  for (const TensorSpec &s : entry->outputs)
+    outRanks.push_back(s.shape.size());
+  MemRefStruct args(inRanks);
+  std::vector<void *> argPointers;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorSpec &spec = entry->inputs[i];
+    const HostTensor *t = inputs[i];
+    const std::string where =
+        label + ": input " + std::to_string(i) + " " + quoted(spec.name);
+    if (Status checked = checkEntryInput(spec, t, where); !checked.isOk()) {
+      releaseAll();
+      return checked;
+    }
+    StatusOr<cuda::CUdeviceptr> p = allocator_->allocate(t->bytes());
+    if (!p.isOk()) {
+      releaseAll();
+      Status s = p.takeStatus();
+      return s.addContext(where);
+    }
+    owned.insert(p.value());
+    inputBuffers.insert(p.value());
+    if (t->bytes()) {
+      Status up = d.check(d.cuMemcpyHtoD(p.value(), t->data(), t->bytes()),
+                          "cuMemcpyHtoD");
+      if (!up.isOk()) {
+        releaseAll();
+        return up.addContext(where);
+      }
+    }
+    args.setContiguous(i, reinterpret_cast<void *>(p.value()), t->shape);
+    argPointers.push_back(args.pointer(i));
+  }
+
+  // Call; the kernels run on the stream, then one synchronisation.
+  *status_ = 0;
+  shim_->error = Status::ok();
+  MemRefStruct results(outRanks);
+  Status called = callEntry(fn->second, results.structPointer(), argPointers);
+  Status synced = stream_->synchronize();
+  Status status = called;
+  if (status.isOk() && !shim_->error.isOk())
+    status = shim_->error;
+  if (status.isOk() && *status_ != 0)
+    status = executionError("the model's GPU shim failed (status " +
+                            std::to_string(*status_) +
+                            "; the runtime table was incomplete)");
+  if (status.isOk())
+    status = synced;
+
+  // Outputs: every allocation the entry returned is this call's to release
+  // (input buffers and weights are never among them).
+  for (size_t i = 0; i < entry->outputs.size(); ++i) {
+    MemRefView v = results.view(i);
+    auto p = reinterpret_cast<cuda::CUdeviceptr>(v.allocated());
+    if (p && !inputBuffers.count(p) && allocator_->isLive(p))
+      owned.insert(p);
+  }
+  std::vector<HostTensor> out(entry->outputs.size());
+  for (size_t i = 0; i < entry->outputs.size() && status.isOk(); ++i) {
+    const TensorSpec &spec = entry->outputs[i];
+    const std::string where =
+        label + ": output " + std::to_string(i) + " " + quoted(spec.name);
+    MemRefView v = results.view(i);
+    std::vector<int64_t> expected = spec.shape;
+    for (int64_t &dim : expected)
+      if (dim == -1)
+        dim = tokens;
+    if (v.sizes() != expected) {
+      status = executionError(where + ": returned shape " +
+                              shapeToString(v.sizes()) + ", expected " +
+                              shapeToString(expected));
+      break;
+    }
+    int64_t numel = 0;
+    checkedNumel(expected, numel);
+    const size_t elem = dtypeSize(spec.dtype);
+    const size_t bytes = static_cast<size_t>(numel) * elem;
+    if (numel > 0 && (!v.aligned() || !v.isContiguous() || v.offset() < 0)) {
+      status = executionError(where + ": returned a null, negative-offset or "
+                                      "non-contiguous device buffer");
+      break;
+    }
+    StatusOr<HostBuffer> host = HostBuffer::allocate(bytes);
+    if (!host.isOk()) {
+      status = host.takeStatus();
+      break;
+    }
+    if (bytes) {
+      auto src = reinterpret_cast<cuda::CUdeviceptr>(v.aligned()) +
+                 static_cast<cuda::CUdeviceptr>(v.offset()) * elem;
+      status = d.check(d.cuMemcpyDtoH(host->data, src, bytes), "cuMemcpyDtoH");
+      if (!status.isOk()) {
+        status = status.addContext(where);
+        break;
+      }
+    }
+    out[i] = HostTensor{spec.dtype, expected, std::move(host.value())};
+  }
+  releaseAll();
+  // Nothing the call allocated outlives it (a buffer the code did not free
+  // is returned to the cache here).
+  allocator_->releaseAll();
+  if (!status.isOk())
+    return status.addContext(label);
+  outputs = std::move(out);
+  return Status::ok();
+}
+
+} // namespace kimi::rt

@@ -1,0 +1,104 @@
+//===- gpu_model_executable.h - A GPU model artifact ready to run -*- C++ -*-===//
+//
+// Runs the GPU model target (docs/runtime-abi.md, "GPU models"): the
+// artifact's shared object is the host program; its kernels, embedded in it,
+// run on one CUDA stream. On load the executable dlopen()s the object, fills
+// its `kimi_rt_gpu` table (module loading, launches, device allocation),
+// uploads every weight and stores the device addresses in
+// `kimi_gpu_weights`. A call uploads the inputs, runs the entry, waits for
+// the stream, checks the shim's status, downloads the outputs and returns
+// every device buffer the entry allocated to the allocator's cache.
+//
+// Device memory comes from a caching allocator (buffers are reused in
+// stream order, so the host never waits for a free). Calls are serialised:
+// the shared object holds one status word.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
+#define KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
+
+#include "runtime/cpu/cpu_module.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/session/executable.h"
+#include "runtime/weights/weight_loader.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace kimi::rt {
+
+/// Device memory with a cache of released blocks (by size class), so that
+/// the allocations of one entry call are reused by the next.
+class DeviceAllocator {
+public:
+  explicit DeviceAllocator(const CudaDevice &device) : device_(device) {}
+  ~DeviceAllocator();
+  DeviceAllocator(const DeviceAllocator &) = delete;
+  DeviceAllocator &operator=(const DeviceAllocator &) = delete;
+
+  StatusOr<cuda::CUdeviceptr> allocate(size_t bytes);
+  /// Returns a block from allocate() to the cache; an error for an address
+  /// it did not hand out.
+  Status release(cuda::CUdeviceptr address);
+  /// Frees every cached block (not the ones in use).
+  void trim();
+  bool isLive(cuda::CUdeviceptr address) const { return live_.count(address); }
+  /// Returns every block in use to the cache (the end of a call: nothing
+  /// the call allocated outlives it).
+  void releaseAll();
+  size_t bytesInUse() const { return inUse_; }
+  size_t peakBytesInUse() const { return peak_; }
+  size_t liveBlocks() const { return live_.size(); }
+
+private:
+  static size_t sizeClass(size_t bytes);
+  const CudaDevice &device_;
+  std::map<cuda::CUdeviceptr, size_t> live_;         // address -> class
+  std::multimap<size_t, cuda::CUdeviceptr> cached_;  // class -> address
+  size_t inUse_ = 0, peak_ = 0;
+};
+
+class GpuModelExecutable final : public Executable {
+public:
+  /// `artifact` must be a model for target "sm_90a"; `device` the CUDA
+  /// ordinal.
+  static StatusOr<std::shared_ptr<GpuModelExecutable>>
+  create(std::shared_ptr<const ArtifactSpec> artifact,
+         const WeightLoader &weights, int device = 0);
+  ~GpuModelExecutable() override;
+
+  const ArtifactSpec &artifact() const override { return *artifact_; }
+  Status run(const std::string &entry,
+             const std::vector<const HostTensor *> &inputs, int64_t tokens,
+             std::vector<HostTensor> &outputs) const override;
+  int64_t weightBytes() const override { return weightBytes_; }
+  double weightLoadSeconds() const override { return weightSeconds_; }
+  std::string deviceName() const override { return device_->describe(); }
+
+  /// Device memory the last call's allocations peaked at (weights excluded).
+  size_t peakActivationBytes() const;
+
+  struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
+
+private:
+  GpuModelExecutable() = default;
+
+  std::shared_ptr<const ArtifactSpec> artifact_;
+  std::unique_ptr<CudaDevice> device_;
+  std::unique_ptr<CudaStream> stream_;
+  std::unique_ptr<DeviceAllocator> allocator_;
+  std::unique_ptr<Shim> shim_;
+  std::unique_ptr<CpuModule> module_;
+  std::vector<DeviceBuffer> weights_;
+  std::map<std::string, void *> entries_;
+  int32_t *status_ = nullptr;
+  int64_t weightBytes_ = 0;
+  double weightSeconds_ = 0;
+  mutable std::mutex mutex_;
+};
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H

@@ -1,0 +1,57 @@
+//===- executable.h - A loaded model artifact, on any target ----*- C++ -*-===//
+//
+// What a Session needs from a loaded artifact: its description and a way to
+// run an entry on host tensors. CpuExecutable runs the CPU target's shared
+// object; GpuModelExecutable runs the GPU target's host program, whose
+// kernels and buffers live on the device. createExecutable picks by the
+// artifact's target.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_SESSION_EXECUTABLE_H
+#define KIMI_RUNTIME_SESSION_EXECUTABLE_H
+
+#include "runtime/artifact/types.h"
+#include "runtime/cpu/host_tensor.h"
+#include "runtime/support/status.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kimi::rt {
+
+class Communicator;
+class WeightLoader;
+
+class Executable {
+public:
+  virtual ~Executable() = default;
+  virtual const ArtifactSpec &artifact() const = 0;
+  /// Runs entry `entry` with `inputs` in signature order (concrete shapes,
+  /// checked against the signature); every dynamic dimension of an output
+  /// must equal `tokens`. Outputs are host tensors.
+  virtual Status run(const std::string &entry,
+                     const std::vector<const HostTensor *> &inputs,
+                     int64_t tokens, std::vector<HostTensor> &outputs) const = 0;
+  /// Bytes of all weights loaded, and the seconds loading took.
+  virtual int64_t weightBytes() const = 0;
+  virtual double weightLoadSeconds() const = 0;
+  /// "cpu" or the GPU's description.
+  virtual std::string deviceName() const = 0;
+};
+
+/// Checks input `t` against its signature `spec` (dtype, rank, static
+/// dims, byte size); `where` names it in the error.
+Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
+                       const std::string &where);
+
+/// Loads `artifact` for its target: "cpu" (with `comm` for partitioned
+/// artifacts) or "sm_90a" models (GPU 0; needs libcuda at run time).
+StatusOr<std::shared_ptr<Executable>>
+createExecutable(std::shared_ptr<const ArtifactSpec> artifact,
+                 const WeightLoader &weights, Communicator *comm = nullptr);
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_SESSION_EXECUTABLE_H
