@@ -84,12 +84,20 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
       latent, then `W_uv` and the optional sigmoid gate;
     * `attn_res` as per-source statistics and one generic that mixes the
       sources with the softmax of their scores;
-    * `router` as a contraction and sigmoid, then per token an `scf.for` of
-      `k` arg-max rounds (ties to the lower index) and renormalisation;
-      with margins, one more round gives the `(k+1)`-th score;
-    * `routed_experts` as an `scf.for` over tokens and their `k` experts, each
-      a pair of mat-vecs, the activation and the down mat-vec accumulated
-      into the token's row;
+    * `router` as a contraction and sigmoid, then top-k by rank: each
+      expert counts the experts ahead of it (larger biased score, or equal
+      and lower index), the rank-j expert fills slot j (ties to the lower
+      index), renormalisation; with margins, rank k gives the `(k+1)`-th
+      score. No host loop reads tensor elements;
+    * `routed_experts` by default as gathers inside contractions: each
+      (token, slot) reads its expert's rows where it uses them (gate/up,
+      activation, down), then the weighted sum over the k slots. With
+      `dense-experts-min-tokens = N > 0`, ops over at least N tokens instead
+      run every expert on every token as plain matrix products (all experts'
+      gate/up as one `[T, E*I]` product, down as a product batched over
+      experts) and combine with the router weights scattered to `[T, E]`:
+      E/k times the arithmetic, but on matrix-product hardware, where the
+      gathers are bound by reading an expert matrix per token;
     * `latent_moe` by decomposition into `linear`, `routed_experts`,
       `rms_norm` and `linear`;
     * `quantile_balance` as an `scf.for` over experts taking the `(q+1)`-th
@@ -101,6 +109,11 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
     on CPU the runtime dequantises MXFP4 at load time and the model is
     compiled with dense weights. Any op left unlowered is an error naming it.
   }];
+  let options = [
+    Option<"denseExpertsMinTokens", "dense-experts-min-tokens", "int64_t", "0",
+           "Routed experts over at least this many tokens run all experts as "
+           "matrix products (0: never)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
@@ -163,6 +176,41 @@ def KimiLowerCollectives
   ];
 }
 
+def KimiGpuKdaKernels : Pass<"kimi-gpu-kda-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run kimi.kda through the generated Hopper KDA kernels";
+  let description = [{
+    The GPU model target's KDA: every `kimi.kda` with static shapes (after
+    the decay proof and `kimi-chunk-kda`) is planned by the same generators
+    as the KDA kernel libraries (docs/lowering/gpu-kda.md): `kda_prep` +
+    `kda_recur` (+ `kda_summarize`/`kda_fold` for a sequence split) for
+    prefill, `kda_decode` for one token. A `kimi.kda_gate` producing `g` is
+    fused into the kernels. The plan's `gpu.module` joins the model
+    (`kimi_kda_<n>`), its buffers become `bufferization.to_buffer` views of
+    the operands, `memref.alloc`s for outputs and temporaries (the decode
+    state is updated in a copy of the input state) and a `linalg.generic`
+    computing the offsets `i * T` of equal-length sequences on the device
+    (a constant tensor would become host memory), and its launches
+    `gpu.launch_func`s;
+    the results come back through `bufferization.to_tensor`. The prefill
+    kernels read bf16: f32 q, k, v and beta are rounded to bf16 and the
+    output widened back (f32 math and state inside). A `kimi.kda` the
+    generators do not cover stays (with a remark saying why) for
+    `kimi-lower-kda`.
+  }];
+  let options = [
+    Option<"smCount", "sm-count", "int", "132",
+           "Multiprocessors the launch planning assumes (an H200 has 132)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def KimiGpuWeightTable : Pass<"kimi-gpu-weight-table", "::mlir::ModuleOp"> {
   let summary = "Read weights through a runtime-filled table of device pointers";
   let description = [{
@@ -177,10 +225,45 @@ def KimiGpuWeightTable : Pass<"kimi-gpu-weight-table", "::mlir::ModuleOp"> {
     the global's static sizes and identity strides), cast back to the
     global's memref type. The weight globals are erased. The runtime stores
     the device address of manifest weight `slot` into entry `slot` before
-    the first call.
+    the first call. Any other `memref.get_global` (a bufferized constant)
+    would hand host memory to a kernel and is an error naming the global.
   }];
   let dependentDialects = [
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
+  let summary = "Run matrix-product contractions through the runtime's cuBLASLt";
+  let description = [{
+    In the GPU model target, every bufferized linalg contraction that is a
+    plain (optionally batched) matrix product — `linalg.matmul` or a
+    `linalg.generic` whose body is a multiply-accumulate, with exactly one
+    m, n and k loop and at most one batch loop, f32 operands, projected-
+    permutation indexing and, for each matrix, a static unit stride along
+    one of its two dimensions — becomes a call
+
+    ```
+    func.call @kimi_gpu_gemm_f32(a, b, c, m, n, k, batch,
+                                 a_m, a_k, a_batch, b_k, b_n, b_batch,
+                                 c_m, c_n, c_batch, precision)
+    ```
+
+    with element addresses and strides taken from the buffers' strided
+    metadata (a loop dimension an operand does not use has stride 0). The
+    GPU shim forwards it to the runtime, which runs `C += A B` with cuBLASLt
+    on the model's stream (runtime/cuda/cublaslt.h). Everything else stays
+    for the loop-to-kernel mapping. `precision` chooses exact f32 products
+    (`f32`, default) or TF32 tensor cores with f32 accumulation (`tf32`).
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", [{"f32"}],
+           "Matrix products in exact f32 (f32) or on TF32 tensor cores (tf32)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::memref::MemRefDialect",
   ];
 }

@@ -220,7 +220,86 @@ struct RouterLowering : OpRewritePattern<RouterOp> {
 };
 
 struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
-  using OpRewritePattern::OpRewritePattern;
+  RoutedExpertsLowering(MLIRContext *ctx, int64_t denseMinTokens)
+      : OpRewritePattern(ctx), denseMinTokens(denseMinTokens) {}
+  int64_t denseMinTokens;
+
+  /// Every expert on every token as matrix products, combined with the
+  /// router weights scattered to [T, E].
+  Value dense(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
+              Value wts, Value ids, bool isSitu, double beta,
+              double linearBeta) const {
+    MLIRContext *ctx = b.getContext();
+    Type f32 = b.getF32Type();
+    auto gateType = typeOf(op.getGateProj());
+    int64_t E = gateType.getDimSize(0), I = gateType.getDimSize(1),
+            W = gateType.getDimSize(2);
+    int64_t T = typeOf(z).getDimSize(0), k = typeOf(wts).getDimSize(1);
+    SmallVector<ReassociationIndices> rows = {{0, 1}, {2}};
+    auto mulAdd = [](OpBuilder &nb, Location l, ValueRange a) {
+      return arith::AddFOp::create(nb, l, a[2],
+                                   arith::MulFOp::create(nb, l, a[0], a[1]));
+    };
+    auto project = [&](Value weights) {
+      Value flat = tensor::CollapseShapeOp::create(b, loc, weights, rows);
+      return generic(b, loc,
+                     filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(E * I)},
+                            f32, 0.0),
+                     {z, flat},
+                     {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {1, 2}),
+                      dimsMap(ctx, 3, {0, 1})},
+                     {IT::parallel, IT::parallel, IT::reduction}, mulAdd);
+    };
+    Value g = project(op.getGateProj()), u = project(op.getUpProj());
+    Value h = elementwise(b, loc, typeOf(g), {g, u},
+                          [&](OpBuilder &hb, Location hl, ValueRange a) {
+                            return isSitu ? situ(hb, hl, a[0], a[1], beta,
+                                                 linearBeta)
+                                          : siluGlu(hb, hl, a[0], a[1]);
+                          });
+    Value h3 = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({T, E, I}, f32), h,
+        SmallVector<ReassociationIndices>{{0}, {1, 2}});
+    // y[t, e, d] = sum_i down[e, d, i] h[t, e, i]: a product batched over e.
+    Value y = generic(
+        b, loc,
+        filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(E), b.getIndexAttr(W)},
+               f32, 0.0),
+        {h3, op.getDownProj()},
+        {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {1, 2, 3}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::reduction}, mulAdd);
+    // The router weight of expert e for token t (0 when not selected).
+    Value wInit = filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(E)}, f32, 0);
+    Value wDense =
+        linalg::GenericOp::create(
+            b, loc, TypeRange{wInit.getType()}, ValueRange{ids, wts},
+            ValueRange{wInit},
+            ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
+                                dimsMap(ctx, 3, {0, 1})},
+            ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction},
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value e = arith::IndexCastOp::create(
+                  nb, l, a[0].getType(), linalg::IndexOp::create(nb, l, 1));
+              Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                                a[0], e);
+              Value w = toF32(nb, l, a[1]);
+              Value zero = constF32(nb, l, 0.0);
+              linalg::YieldOp::create(
+                  nb, l,
+                  ValueRange{arith::AddFOp::create(
+                      nb, l, a[2], arith::SelectOp::create(nb, l, hit, w, zero))});
+            })
+            .getResult(0);
+    (void)k;
+    return generic(
+        b, loc, filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(W)}, f32, 0.0),
+        {wDense, y},
+        {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2, 1}),
+         dimsMap(ctx, 3, {0, 1})},
+        {IT::parallel, IT::parallel, IT::reduction}, mulAdd);
+  }
+
   LogicalResult matchAndRewrite(RoutedExpertsOp op,
                                 PatternRewriter &rewriter) const override {
     if (!op.getScales().empty())
@@ -239,6 +318,19 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
     double linearBeta =
         isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
+
+    std::optional<int64_t> staticTokens = getConstantIntValue(tokens);
+    if (denseMinTokens > 0 && staticTokens && *staticTokens >= denseMinTokens) {
+      Value result = dense(b, loc, op, z, wts, ids, isSitu, beta, linearBeta);
+      Type outElement = op.getOut().getType().getElementType();
+      if (outElement != f32)
+        result = elementwise(b, loc, typeOf(result).clone(outElement), result,
+                             [](OpBuilder &, Location, ValueRange a) {
+                               return a[0];
+                             });
+      rewriter.replaceOp(op, expandLeadingLike(b, loc, result, op.getX()));
+      return success();
+    }
 
     // Each (token, slot) gathers its expert's rows inside the contraction
     // (ids are read where they are used, never by host code), so the whole
@@ -586,8 +678,11 @@ struct QuantileUpdateLowering : OpRewritePattern<QuantileUpdateOp> {
 
 } // namespace
 
-void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns) {
-  patterns.add<RouterLowering, RoutedExpertsLowering, LatentMoeDecomposition,
-               QuantileBalanceLowering, QuantileCountsLowering,
-               QuantileUpdateLowering>(patterns.getContext());
+void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns,
+                                                 int64_t denseExpertsMinTokens) {
+  patterns.add<RouterLowering, LatentMoeDecomposition, QuantileBalanceLowering,
+               QuantileCountsLowering, QuantileUpdateLowering>(
+      patterns.getContext());
+  patterns.add<RoutedExpertsLowering>(patterns.getContext(),
+                                      denseExpertsMinTokens);
 }

@@ -15,11 +15,13 @@ using namespace mlir;
 namespace {
 struct KimiLowerToLinalg
     : kimi::impl::KimiLowerToLinalgBase<KimiLowerToLinalg> {
+  using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     kimi::lowering::populateTokenwiseLoweringPatterns(patterns);
     kimi::lowering::populateAttentionLoweringPatterns(patterns);
-    kimi::lowering::populateMoeLoweringPatterns(patterns);
+    kimi::lowering::populateMoeLoweringPatterns(patterns,
+                                                denseExpertsMinTokens);
     kimi::lowering::populateKdaTransitionLoweringPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation()->emitError("kimi-lower-to-linalg did not converge");

@@ -13,7 +13,10 @@ void populateTokenwiseLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// mla, mla_decode, attn_res.
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// router, routed_experts, latent_moe, quantile_balance / counts / update.
-void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns);
+/// `denseExpertsMinTokens` > 0: routed experts over at least that many
+/// tokens run every expert densely (kimi-lower-to-linalg's option).
+void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
+                                 int64_t denseExpertsMinTokens = 0);
 /// kda_transition (the sequence split of kimi.kda).
 void populateKdaTransitionLoweringPatterns(mlir::RewritePatternSet &patterns);
 

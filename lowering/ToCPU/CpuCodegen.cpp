@@ -213,7 +213,8 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
 } // namespace
 
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
-                                          llvm::StringRef frontPipeline) {
+                                          llvm::StringRef frontPipeline,
+                                          int64_t denseExpertsMinTokens) {
   MLIRContext *ctx = module.getContext();
   std::string diagnostics;
   llvm::raw_string_ostream diagStream(diagnostics);
@@ -231,7 +232,9 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                          "'",
                      diagnostics);
     pm.addPass(kimi::createKimiLowerKda());
-    pm.addPass(kimi::createKimiLowerToLinalg());
+    kimi::KimiLowerToLinalgOptions linalgOptions;
+    linalgOptions.denseExpertsMinTokens = denseExpertsMinTokens;
+    pm.addPass(kimi::createKimiLowerToLinalg(linalgOptions));
     // Partitioned modules: collectives become calls into the comm shim.
     pm.addPass(kimi::createKimiLowerCollectives());
     // Elementwise arith/math on tensors (residual adds) become linalg too.

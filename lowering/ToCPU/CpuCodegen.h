@@ -40,8 +40,10 @@ void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 /// IR, kimi -> linalg, weights as `kimi_w_<slot>` globals, One-Shot
 /// Bufferize over the call graph (entries get the C interface and read-only
 /// arguments), ownership-based deallocation, buffer copies as linalg.copy.
+/// `denseExpertsMinTokens`: kimi-lower-to-linalg's option of that name.
 llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
-                                     llvm::StringRef frontPipeline);
+                                     llvm::StringRef frontPipeline,
+                                     int64_t denseExpertsMinTokens = 0);
 
 /// Translates an LLVM-dialect `module` to LLVM IR, adds the packed
 /// `kimi_entry_<name>` wrappers, optimises for the host, and links the

@@ -109,6 +109,18 @@ struct KimiGpuWeightTable
       return signalPassFailure();
     for (memref::GlobalOp global : globals)
       global.erase();
+    // Any other global (a bufferized constant) is host memory: no kernel
+    // may read it.
+    WalkResult host = module.walk([&](memref::GetGlobalOp get) {
+      if (get->getParentOfType<mlir::gpu::GPUModuleOp>())
+        return WalkResult::advance();
+      get.emitError() << "global @" << get.getName()
+                      << " would be host memory in the GPU model (constants "
+                         "must be computed on the device)";
+      return WalkResult::interrupt();
+    });
+    if (host.wasInterrupted())
+      signalPassFailure();
   }
 };
 } // namespace

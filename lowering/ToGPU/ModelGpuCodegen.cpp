@@ -12,6 +12,9 @@
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
 #include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -24,6 +27,7 @@
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -61,10 +65,26 @@ void mergeGpuModules(ModuleOp module) {
       ops.push_back(&op);
     size_t kernels = llvm::count_if(
         ops, [](Operation *op) { return isa<mlir::gpu::GPUFuncOp>(op); });
+    // Other symbols (shared-memory globals of the generated kernels) get
+    // the module's name as a prefix, their uses inside the module too.
+    for (Operation *op : ops) {
+      if (isa<mlir::gpu::GPUFuncOp>(op))
+        continue;
+      auto name = op->getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName());
+      if (!name)
+        continue;
+      StringAttr renamedSymbol =
+          b.getStringAttr(m.getSymName() + "_" + name.getValue());
+      if (failed(SymbolTable::replaceAllSymbolUses(op, renamedSymbol, m)))
+        continue;
+      SymbolTable::setSymbolName(op, renamedSymbol);
+    }
     for (Operation *op : ops) {
       if (auto fn = dyn_cast<mlir::gpu::GPUFuncOp>(op)) {
+        // Outlined kernels (@f_kernel in @f_kernel_3) take the module's
+        // name; generated ones keep theirs after it (@kimi_kda_0_kda_prep).
         std::string name = m.getSymName().str();
-        if (kernels > 1)
+        if (kernels > 1 || !m.getSymName().starts_with(fn.getName()))
           name += "_" + fn.getName().str();
         StringAttr newName = b.getStringAttr(name);
         renamed[{m.getSymNameAttr(), fn.getNameAttr()}] = newName;
@@ -99,6 +119,7 @@ typedef struct {
                     int32_t smem, void **params);
   int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
   int32_t (*release)(void *ctx, void *ptr);
+  int32_t (*gemm)(void *ctx, const int64_t *desc);
 } kimi_rt_gpu_table;
 const int32_t kimi_rt_gpu_abi_version = 1;
 kimi_rt_gpu_table kimi_rt_gpu;
@@ -194,6 +215,22 @@ void mgpuLaunchKernel(void *fn, int64_t gx, int64_t gy, int64_t gz,
       kimi_rt_gpu.launch(kimi_rt_gpu.ctx, fn, gx, gy, gz, bx, by, bz, smem, params);
 }
 
+/* kimi-gpu-gemm-calls: C += A B through the runtime's cuBLASLt. */
+void kimi_gpu_gemm_f32(int64_t a, int64_t b, int64_t c, int64_t m, int64_t n,
+                       int64_t k, int64_t batch, int64_t am, int64_t ak,
+                       int64_t ab, int64_t bk, int64_t bn, int64_t bb,
+                       int64_t cm, int64_t cn, int64_t cb, int64_t precision) {
+  if (kimi_rt_gpu_status)
+    return;
+  if (!kimi_rt_gpu.gemm) {
+    kimi_rt_gpu_status = -1;
+    return;
+  }
+  const int64_t desc[17] = {a,  b,  c,  m,  n,  k,  batch, am,       ak,
+                            ab, bk, bn, bb, cm, cn, cb,    precision};
+  kimi_rt_gpu_status = kimi_rt_gpu.gemm(kimi_rt_gpu.ctx, desc);
+}
+
 /* memref.alloc / dealloc of the host code: device memory. */
 void *_mlir_memref_to_llvm_alloc(size_t bytes) {
   void *p = 0;
@@ -212,7 +249,37 @@ void _mlir_memref_to_llvm_free(void *p) {
 }
 )c";
 
+
+/// gpu.launch_func reads and writes its buffer operands: what ownership-based
+/// deallocation needs to know about the KDA launches that
+/// kimi-gpu-kda-kernels inserts before bufferization. Buffers are memrefs
+/// before the LLVM lowering and descriptors or pointers after it; every
+/// non-scalar operand is written, so a launch is never dead code (a model
+/// with only reads would let the canonicalizer erase it).
+struct LaunchFuncMemoryEffects
+    : MemoryEffectOpInterface::ExternalModel<LaunchFuncMemoryEffects,
+                                             mlir::gpu::LaunchFuncOp> {
+  void getEffects(Operation *op,
+                  SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+                      &effects) const {
+    for (OpOperand &operand : op->getOpOperands()) {
+      Type t = operand.get().getType();
+      if (t.isIntOrIndexOrFloat() || isa<mlir::gpu::AsyncTokenType>(t))
+        continue;
+      effects.emplace_back(MemoryEffects::Read::get(), &operand);
+      effects.emplace_back(MemoryEffects::Write::get(), &operand);
+    }
+  }
+};
+
 } // namespace
+
+void registerModelGpuExtensions(DialectRegistry &registry) {
+  registerGpuCodegenDialects(registry);
+  registry.addExtension(+[](MLIRContext *ctx, mlir::gpu::GPUDialect *) {
+    mlir::gpu::LaunchFuncOp::attachInterface<LaunchFuncMemoryEffects>(*ctx);
+  });
+}
 
 const char *gpuShimSource() { return kGpuShim; }
 
@@ -223,7 +290,14 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     return failure("finding the CUDA toolkit",
                    "the GPU model target links CUDA's libdevice and runs "
                    "ptxas: put ptxas on PATH or set CUDA_HOME");
-  if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline))
+  // KDA through the generated kernels, before kimi-lower-kda sees it.
+  std::string front = options.frontPipeline;
+  if (options.kdaKernels)
+    front += std::string(front.empty() ? "" : ",") +
+             "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
+             "}";
+  if (llvm::Error e = lowerToBufferizedMemRefs(module, front,
+                                               options.denseExpertsMinTokens))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   std::string diagnostics;
@@ -237,6 +311,11 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
   {
     PassManager pm(ctx);
     pm.addPass(kimi::createKimiGpuWeightTable());
+    if (options.gemmCalls) {
+      kimi::KimiGpuGemmCallsOptions gemm;
+      gemm.precision = options.matmulPrecision;
+      pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
+    }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
     kimi::KimiGpuMapLoopsOptions map;
     map.blockSize = options.blockSize;
@@ -257,7 +336,12 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
   // 2. Kernels to NVVM, host to LLVM, kernels to a binary.
   {
     PassManager pm(ctx);
+    // As upstream's buildLowerToNVVMPassPipeline (the generated KDA kernels
+    // use nvgpu and vector ops), with the host's allocations on the device.
+    pm.addPass(createConvertNVGPUToNVVMPass());
+    pm.addPass(createConvertVectorToSCFPass());
     pm.addPass(createSCFToControlFlowPass());
+    pm.addPass(createConvertNVVMToLLVMPass());
     pm.addPass(memref::createExpandStridedMetadataPass());
     GpuNVVMAttachTargetOptions target;
     target.chip = options.chip;

@@ -13,6 +13,7 @@
 #define KIMI_LOWERING_TOGPU_MODELGPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -29,6 +30,19 @@ struct ModelGpuCodegenOptions {
   unsigned hostOptLevel = 2;
   /// Threads per block of the data-parallel kernels.
   int64_t blockSize = 256;
+  /// kimi.kda through the generated KDA kernels (kimi-gpu-kda-kernels)
+  /// rather than the linalg decomposition.
+  bool kdaKernels = true;
+  /// Multiprocessors the KDA launch planning assumes.
+  int smCount = 132;
+  /// Routed experts over at least this many tokens (prefill steps) run all
+  /// experts as matrix products; fewer (decode) gather their experts' rows.
+  int64_t denseExpertsMinTokens = 64;
+  /// Matrix products through the runtime's cuBLASLt (kimi-gpu-gemm-calls);
+  /// false: they become kernels like every other loop nest.
+  bool gemmCalls = true;
+  /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
+  std::string matmulPrecision = "f32";
   /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.
   bool cubin = true;
   /// When non-null: the module after kernel outlining (gpu dialect); the
@@ -43,6 +57,11 @@ struct ModelGpuCodegenOptions {
 /// cubin); errors name the failing step and carry its diagnostics.
 llvm::Expected<std::string> compileModelForGpu(mlir::ModuleOp module,
                                                const ModelGpuCodegenOptions &options);
+
+/// Registers what compileModelForGpu needs beyond the CPU pipeline: the GPU
+/// serialisation dialects and translations, and the memory effects of
+/// gpu.launch_func (for deallocation around the KDA kernels).
+void registerModelGpuExtensions(mlir::DialectRegistry &registry);
 
 /// The C source of the GPU runtime shim linked into every GPU model: the
 /// `mgpu*` functions the host code calls and the device allocator behind

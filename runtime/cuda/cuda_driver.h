@@ -66,6 +66,9 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
     cuda::CUresult (*)(cuda::CUdeviceptr, cuda::CUdeviceptr, size_t,           \
                        cuda::CUstream),                                        \
     "cuMemcpyDtoDAsync_v2")                                                    \
+  X(cuMemsetD32Async,                                                          \
+    cuda::CUresult (*)(cuda::CUdeviceptr, unsigned, size_t, cuda::CUstream),   \
+    "cuMemsetD32Async")                                                        \
   X(cuModuleLoadDataEx,                                                        \
     cuda::CUresult (*)(cuda::CUmodule *, const void *, unsigned,               \
                        cuda::CUjit_option *, void **),                         \

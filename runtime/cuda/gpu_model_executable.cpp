@@ -48,6 +48,12 @@ StatusOr<cuda::CUdeviceptr> DeviceAllocator::allocate(size_t bytes) {
                          " bytes (" + std::to_string(inUse_) +
                          " in use)").c_str());
   }
+  if (poison_) {
+    const CudaDriver &d = device_.driver();
+    KIMI_RETURN_IF_ERROR(d.check(
+        d.cuMemsetD32Async(p, 0x7fc00000u, c / 4, poison_->handle()),
+        "cuMemsetD32Async (poison)"));
+  }
   live_[p] = c;
   inUse_ += c;
   peak_ = std::max(peak_, inUse_);
@@ -101,6 +107,7 @@ struct KimiRtGpuTable {
                     int32_t smem, void **params);
   int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
   int32_t (*release)(void *ctx, void *ptr);
+  int32_t (*gemm)(void *ctx, const int64_t *desc);
 };
 }
 } // namespace
@@ -109,6 +116,8 @@ struct GpuModelExecutable::Shim {
   const CudaDevice *device = nullptr;
   const CudaStream *stream = nullptr;
   DeviceAllocator *allocator = nullptr;
+  CublasLt *blas = nullptr;
+  std::string blasError; // why cuBLASLt could not be loaded
   std::vector<cuda::CUmodule> modules;
   Status error; // the first failure of the current call
   int64_t launches = 0;
@@ -175,6 +184,26 @@ struct GpuModelExecutable::Shim {
     *ptr = reinterpret_cast<void *>(p.value());
     return 0;
   }
+  static int32_t gemm(void *ctx, const int64_t *d) {
+    Shim &s = of(ctx);
+    if (!s.blas)
+      return s.fail(moduleError("the model runs matrix products through "
+                                "cuBLASLt, which could not be loaded: " +
+                                s.blasError));
+    GemmF32 g;
+    g.a = cuda::CUdeviceptr(d[0]), g.b = cuda::CUdeviceptr(d[1]);
+    g.c = cuda::CUdeviceptr(d[2]);
+    g.m = d[3], g.n = d[4], g.k = d[5], g.batch = d[6];
+    g.aM = d[7], g.aK = d[8], g.aBatch = d[9];
+    g.bK = d[10], g.bN = d[11], g.bBatch = d[12];
+    g.cM = d[13], g.cN = d[14], g.cBatch = d[15];
+    g.precision = static_cast<int32_t>(d[16]);
+    Status st = s.blas->gemm(g, s.stream->handle());
+    if (!st.isOk())
+      return s.fail(std::move(st));
+    ++s.launches;
+    return 0;
+  }
   static int32_t release(void *ctx, void *ptr) {
     Shim &s = of(ctx);
     Status st = s.allocator->release(reinterpret_cast<cuda::CUdeviceptr>(ptr));
@@ -218,6 +247,16 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   exe->shim_->stream = exe->stream_.get();
   exe->shim_->allocator = exe->allocator_.get();
 
+  // cuBLASLt is needed only by models with matrix products (all real ones);
+  // its absence is reported by the first product.
+  StatusOr<std::unique_ptr<CublasLt>> blas = CublasLt::load(*exe->device_);
+  if (blas.isOk()) {
+    exe->blas_ = std::move(blas.value());
+    exe->shim_->blas = exe->blas_.get();
+  } else {
+    exe->shim_->blasError = blas.status().message();
+  }
+
   const KernelImage &kernel = a.kernels[0];
   KIMI_ASSIGN_OR_RETURN(exe->module_,
                         CpuModule::load(kernel.image, kernel.name.empty()
@@ -239,6 +278,7 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   t->launch = &Shim::launch;
   t->alloc = &Shim::alloc;
   t->release = &Shim::release;
+  t->gemm = &Shim::gemm;
 
   for (const EntrySpec &e : a.entries) {
     StatusOr<void *> fn = m.symbol(e.symbol);
@@ -290,6 +330,11 @@ GpuModelExecutable::~GpuModelExecutable() {
   // Members release the weights, the allocator's blocks, the stream and the
   // device in reverse order; the module (dlclose) goes first.
   module_.reset();
+}
+
+void GpuModelExecutable::setPoison(bool poison) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocator_->setPoison(poison ? stream_.get() : nullptr);
 }
 
 size_t GpuModelExecutable::peakActivationBytes() const {
@@ -346,8 +391,10 @@ Status GpuModelExecutable::run(const std::string &entryName,
     owned.insert(p.value());
     inputBuffers.insert(p.value());
     if (t->bytes()) {
-      Status up = d.check(d.cuMemcpyHtoD(p.value(), t->data(), t->bytes()),
-                          "cuMemcpyHtoD");
+      // On the model's stream: ordered after the allocator's poison fill.
+      Status up = d.check(d.cuMemcpyHtoDAsync(p.value(), t->data(), t->bytes(),
+                                              stream_->handle()),
+                          "cuMemcpyHtoDAsync");
       if (!up.isOk()) {
         releaseAll();
         return up.addContext(where);

@@ -19,6 +19,7 @@
 #define KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
 
 #include "runtime/cpu/cpu_module.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/session/executable.h"
 #include "runtime/weights/weight_loader.h"
@@ -39,6 +40,8 @@ public:
   DeviceAllocator &operator=(const DeviceAllocator &) = delete;
 
   StatusOr<cuda::CUdeviceptr> allocate(size_t bytes);
+  /// With a stream: every allocation is filled with NaN (0x7fc00000) on it.
+  void setPoison(const CudaStream *stream) { poison_ = stream; }
   /// Returns a block from allocate() to the cache; an error for an address
   /// it did not hand out.
   Status release(cuda::CUdeviceptr address);
@@ -58,6 +61,7 @@ private:
   std::map<cuda::CUdeviceptr, size_t> live_;         // address -> class
   std::multimap<size_t, cuda::CUdeviceptr> cached_;  // class -> address
   size_t inUse_ = 0, peak_ = 0;
+  const CudaStream *poison_ = nullptr;
 };
 
 class GpuModelExecutable final : public Executable {
@@ -77,8 +81,11 @@ public:
   double weightLoadSeconds() const override { return weightSeconds_; }
   std::string deviceName() const override { return device_->describe(); }
 
-  /// Device memory the last call's allocations peaked at (weights excluded).
+  /// Device memory the calls' allocations peaked at (weights excluded).
   size_t peakActivationBytes() const;
+  /// Tests: fill every buffer the model allocates with NaN before use, so
+  /// an element the code forgets to write shows up in the outputs.
+  void setPoison(bool poison);
 
   struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
 
@@ -89,6 +96,7 @@ private:
   std::unique_ptr<CudaDevice> device_;
   std::unique_ptr<CudaStream> stream_;
   std::unique_ptr<DeviceAllocator> allocator_;
+  std::unique_ptr<CublasLt> blas_;
   std::unique_ptr<Shim> shim_;
   std::unique_ptr<CpuModule> module_;
   std::vector<DeviceBuffer> weights_;

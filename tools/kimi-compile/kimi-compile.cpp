@@ -195,6 +195,29 @@ cl::list<std::string> strategy(
              "MLP intermediate, lm_head vocabulary), ep (routed experts), dp "
              "(batch), sp (sequence)"),
     cl::CommaSeparated, cl::value_desc("tp,ep,dp,sp"), cl::cat(category));
+cl::opt<std::string> gpuMatmulPrecision(
+    "gpu-matmul-precision",
+    cl::desc("--target sm_90a models: matrix products through cuBLASLt in "
+             "exact f32 (f32, default) or on TF32 tensor cores with f32 "
+             "accumulation (tf32)"),
+    cl::init("f32"), cl::cat(category));
+cl::opt<bool> gpuCublas(
+    "gpu-cublas",
+    cl::desc("--target sm_90a models: run plain matrix products through the "
+             "runtime's cuBLASLt (default on; =false generates kernels)"),
+    cl::init(true), cl::cat(category));
+cl::opt<bool> gpuKdaKernels(
+    "gpu-kda-kernels",
+    cl::desc("--target sm_90a models: run kimi.kda through the generated KDA "
+             "kernels (default on; =false lowers it through linalg like the "
+             "other ops)"),
+    cl::init(true), cl::cat(category));
+cl::opt<int64_t> gpuDenseExpertsMinTokens(
+    "gpu-dense-experts-min-tokens",
+    cl::desc("--target sm_90a models: routed experts over at least this many "
+             "tokens run every expert as matrix products (default 64; 0: "
+             "never, always gather each token's experts)"),
+    cl::init(64), cl::cat(category));
 cl::opt<bool> allowUnknown("allow-unknown-fields",
                            cl::desc("Skip config fields kimi does not know "
                                     "instead of rejecting them"),
@@ -321,7 +344,7 @@ int main(int argc, char **argv) {
   registerImportDialects(registry);
   registerCpuCodegenDialects(registry);
   if (gpu)
-    kimi::gpu::registerGpuCodegenDialects(registry);
+    kimi::gpu::registerModelGpuExtensions(registry);
   registerKimiShardingModels(registry);
   mlir::MLIRContext context(registry);
   auto module = importModel(*config, options, context);
@@ -363,6 +386,15 @@ int main(int argc, char **argv) {
       kimi::gpu::ModelGpuCodegenOptions codegen;
       codegen.frontPipeline = frontPipeline;
       codegen.cubin = !gpuNoCubin();
+      if (gpuMatmulPrecision != "f32" && gpuMatmulPrecision != "tf32")
+        return fail("--gpu-matmul-precision must be f32 or tf32, got '" +
+                    gpuMatmulPrecision + "'");
+      codegen.matmulPrecision = gpuMatmulPrecision;
+      codegen.kdaKernels = gpuKdaKernels;
+      codegen.gemmCalls = gpuCublas;
+      if (gpuDenseExpertsMinTokens < 0)
+        return fail("--gpu-dense-experts-min-tokens must be >= 0");
+      codegen.denseExpertsMinTokens = gpuDenseExpertsMinTokens;
       std::string gpuIR, llvmIR;
       if (emit == Emit::Gpu)
         codegen.gpuIR = &gpuIR;

@@ -1,0 +1,280 @@
+//===- model_bench.cpp - Prefill and decode tokens/s of a compiled model ---===//
+//
+//   kimi-bench-model MODEL.kimi [--batch-artifact MODEL_B64.kimi]
+//                    [--prefill-tokens N] [--decode-steps N] [--context C]
+//                    [--repeats R] [--seed S]
+//
+// Runs any artifact (CPU or GPU target) with deterministic random weights
+// and prints one JSON object:
+//  * prefill: a fresh session prefills N random tokens (median of R);
+//  * decode batch 1: the same session decodes N more tokens, one at a time;
+//  * decode batch B (with --batch-artifact, a model compiled with
+//    --decode-batch B): the `decode` entry with B sequences whose states and
+//    caches (C rows each) are random, median step time;
+//  * the batch-1 HBM floor: bytes a decode step must read (every weight
+//    except the embedding table, k of E routed experts, the recurrent
+//    states and C cache rows, in the artifact's stored types) over the
+//    device-to-device copy rate measured in the same run (GPU targets).
+// Numbers and commands are kept in docs/perf/model.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/artifact/reader.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/session/executable.h"
+#include "runtime/session/session.h"
+#include "runtime/weights/json.h"
+#include "runtime/weights/random_weights.h"
+#include "runtime/weights/weight_loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace kimi::rt;
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double seconds(std::chrono::steady_clock::time_point a,
+               std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+[[noreturn]] void die(const std::string &what) {
+  std::fprintf(stderr, "kimi-bench-model: %s\n", what.c_str());
+  std::exit(1);
+}
+template <typename T> T orDie(StatusOr<T> v, const char *what) {
+  if (!v.isOk())
+    die(std::string(what) + ": " + v.status().message());
+  return std::move(v.value());
+}
+
+struct Loaded {
+  std::shared_ptr<const ArtifactSpec> artifact;
+  std::shared_ptr<Executable> exe;
+};
+
+Loaded load(const std::string &path, long seed) {
+  Loaded l;
+  l.artifact = std::make_shared<const ArtifactSpec>(
+      orDie(ArtifactReader::readFile(path), path.c_str()));
+  char tmp[] = "/tmp/kimi-bench-weights-XXXXXX";
+  int fd = mkstemp(tmp);
+  close(fd);
+  Status w = writeRandomWeights(*l.artifact, seed, tmp);
+  if (!w.isOk())
+    die("random weights: " + w.message());
+  auto loader = orDie(WeightLoader::open({tmp}), "weights");
+  unlink(tmp);
+  l.exe = orDie(createExecutable(l.artifact, *loader), path.c_str());
+  return l;
+}
+
+int64_t configInt(const ArtifactSpec &a, const char *key, int64_t fallback) {
+  auto json = parseJson(a.model.configJson.data(), a.model.configJson.size());
+  if (!json.isOk())
+    return fallback;
+  const JsonValue *root = &json.value();
+  if (const JsonValue *text = root->find("text_config"))
+    root = text;
+  const JsonValue *v = root->find(key);
+  return v && v->isUint64 ? static_cast<int64_t>(v->uint64) : fallback;
+}
+
+/// Bytes one batch-1 decode step reads at context `context`.
+double decodeBytes(const ArtifactSpec &a, int64_t context) {
+  const double experts = configInt(a, "num_experts", 0);
+  const double topK = configInt(a, "num_experts_per_token", 0);
+  double bytes = 0;
+  for (const WeightSpec &w : a.weights) {
+    double b = double(w.blockNumel()) * dtypeSize(w.dtype);
+    if (w.name.find("embed_tokens") != std::string::npos)
+      b = b / double(w.shape[0]); // one row
+    else if (w.name.find(".experts.") != std::string::npos && experts > 0)
+      b *= topK / experts;
+    bytes += b;
+  }
+  if (const EntrySpec *d = a.findEntry("decode"))
+    for (const TensorSpec &t : d->inputs) {
+      if (t.role != TensorRole::kState && t.role != TensorRole::kCache)
+        continue;
+      double n = dtypeSize(t.dtype);
+      for (int64_t dim : t.shape)
+        n *= dim == -1 ? double(context) : double(dim);
+      bytes += n;
+    }
+  return bytes;
+}
+
+/// Device-to-device copy rate, bytes read + written per second.
+double copyRate() {
+  auto device = CudaDevice::open(0);
+  if (!device.isOk())
+    return 0;
+  const size_t bytes = size_t(1) << 30;
+  auto a = DeviceBuffer::allocate(*device.value(), bytes);
+  auto b = DeviceBuffer::allocate(*device.value(), bytes);
+  auto stream = CudaStream::create(*device.value());
+  auto e0 = CudaEvent::create(*device.value());
+  auto e1 = CudaEvent::create(*device.value());
+  if (!a.isOk() || !b.isOk() || !stream.isOk() || !e0.isOk() || !e1.isOk())
+    return 0;
+  std::vector<double> rates;
+  for (int i = 0; i < 6; ++i) {
+    (void)e0.value()->record(stream.value().get());
+    (void)b.value().copyFrom(a.value(), bytes, stream.value().get());
+    (void)e1.value()->record(stream.value().get());
+    auto ms = CudaEvent::elapsedMs(*e0.value(), *e1.value());
+    if (ms.isOk() && i > 0)
+      rates.push_back(2.0 * double(bytes) / (ms.value() * 1e-3));
+  }
+  return rates.empty() ? 0 : median(rates);
+}
+
+HostTensor randomTensor(const TensorSpec &spec, int64_t dynamic, std::mt19937 &rng,
+                        int64_t vocab) {
+  HostTensor t;
+  t.dtype = spec.dtype;
+  t.shape = spec.shape;
+  for (int64_t &d : t.shape)
+    if (d == -1)
+      d = dynamic;
+  int64_t n = 1;
+  for (int64_t d : t.shape)
+    n *= d;
+  t.buffer = orDie(HostBuffer::allocate(size_t(n) * dtypeSize(spec.dtype)), "host");
+  if (spec.dtype == DType::kI32) {
+    auto *p = reinterpret_cast<int32_t *>(t.buffer.data);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = int32_t(rng() % uint32_t(vocab));
+  } else if (spec.dtype == DType::kF32) {
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    auto *p = reinterpret_cast<float *>(t.buffer.data);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = u(rng);
+  } else {
+    std::memset(t.buffer.data, 0, t.buffer.size);
+  }
+  return t;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help")) {
+    std::fprintf(stderr,
+                 "usage: kimi-bench-model MODEL.kimi [--batch-artifact B.kimi] "
+                 "[--prefill-tokens N] [--decode-steps N] [--context C] "
+                 "[--repeats R] [--seed S]\n");
+    return 2;
+  }
+  std::string model = argv[1], batchModel;
+  long prefillTokens = 8192, decodeSteps = 32, context = 1024, repeats = 3,
+       seed = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--batch-artifact") {
+      batchModel = argv[i + 1];
+      continue;
+    }
+    long v = std::atol(argv[i + 1]);
+    if (a == "--prefill-tokens") prefillTokens = v;
+    else if (a == "--decode-steps") decodeSteps = v;
+    else if (a == "--context") context = v;
+    else if (a == "--repeats") repeats = v;
+    else if (a == "--seed") seed = v;
+    else
+      die("unknown option " + a);
+  }
+  if (prefillTokens < 1 || decodeSteps < 1 || repeats < 1 || context < 1)
+    die("counts must be positive");
+
+  Loaded m = load(model, seed);
+  const ArtifactSpec &a = *m.artifact;
+  auto session = orDie(Session::create(m.exe), "session");
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  std::vector<int32_t> prompt(prefillTokens);
+  for (int32_t &t : prompt)
+    t = static_cast<int32_t>(rng() % a.model.vocabSize);
+
+  std::vector<double> prefillS, decodeS;
+  for (long r = 0; r < repeats; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto p = session->prefill(prompt);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!p.isOk())
+      die("prefill: " + p.status().message());
+    for (long i = 0; i < decodeSteps; ++i) {
+      auto d = session->decodeStep(prompt[i % prompt.size()]);
+      if (!d.isOk())
+        die("decode: " + d.status().message());
+    }
+    auto t2 = std::chrono::steady_clock::now();
+    prefillS.push_back(seconds(t0, t1));
+    decodeS.push_back(seconds(t1, t2) / double(decodeSteps));
+  }
+
+  // Batched decode: the entry alone, random states and caches.
+  long batch = 0;
+  std::vector<double> batchS;
+  if (!batchModel.empty()) {
+    Loaded bm = load(batchModel, seed);
+    const EntrySpec *d = bm.artifact->findEntry("decode");
+    if (!d)
+      die(batchModel + ": no decode entry");
+    batch = d->inputs[0].shape[0];
+    std::vector<HostTensor> inputs;
+    for (const TensorSpec &s : d->inputs)
+      inputs.push_back(randomTensor(s, context, rng, bm.artifact->model.vocabSize));
+    std::vector<const HostTensor *> ptrs;
+    for (const HostTensor &t : inputs)
+      ptrs.push_back(&t);
+    for (long r = 0; r < repeats + 1; ++r) {
+      std::vector<HostTensor> outs;
+      auto t0 = std::chrono::steady_clock::now();
+      Status st = bm.exe->run("decode", ptrs, 1, outs);
+      auto t1 = std::chrono::steady_clock::now();
+      if (!st.isOk())
+        die("batched decode: " + st.message());
+      if (r > 0) // the first call loads kernels
+        batchS.push_back(seconds(t0, t1));
+    }
+  }
+
+  const double rate = a.target.name == "cpu" ? 0 : copyRate();
+  const int64_t floorContext = prefillTokens + decodeSteps / 2;
+  const double bytes = decodeBytes(a, floorContext);
+  const double p = median(prefillS), d = median(decodeS);
+  std::printf("{\n  \"model\": \"%s\",\n  \"target\": \"%s\",\n"
+              "  \"device\": \"%s\",\n  \"weight_bytes\": %lld,\n",
+              a.model.modelType.c_str(), a.target.name.c_str(),
+              m.exe->deviceName().c_str(), (long long)m.exe->weightBytes());
+  std::printf("  \"prefill\": {\"tokens\": %ld, \"ms_median\": %.3f, "
+              "\"tokens_per_s\": %.1f},\n",
+              prefillTokens, p * 1e3, double(prefillTokens) / p);
+  std::printf("  \"decode\": [\n    {\"batch\": 1, \"context\": %ld, "
+              "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f}",
+              prefillTokens, d * 1e3, 1.0 / d);
+  if (batch > 0) {
+    double b = median(batchS);
+    std::printf(",\n    {\"batch\": %ld, \"context\": %ld, "
+                "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f}",
+                batch, context, b * 1e3, double(batch) / b);
+  }
+  std::printf("\n  ],\n  \"hbm_floor_batch1\": {\"context\": %lld, "
+              "\"bytes_per_step\": %.0f, \"copy_gbps\": %.1f, \"floor_ms\": %.4f, "
+              "\"measured_over_floor\": %.2f},\n",
+              (long long)floorContext, bytes, rate * 1e-9,
+              rate > 0 ? bytes / rate * 1e3 : 0.0,
+              rate > 0 ? d / (bytes / rate) : 0.0);
+  std::printf("  \"repeats\": %ld\n}\n", repeats);
+  return 0;
+}

@@ -1,0 +1,270 @@
+//===- KdaToGpuKernels.cpp - kimi.kda -> the generated KDA kernels --------===//
+//
+// kimi-gpu-kda-kernels: see lowering/Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+#include "lowering/ToGPU/KdaGpuProgram.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace kimi {
+#define GEN_PASS_DEF_KIMIGPUKDAKERNELS
+#include "lowering/Passes.h.inc"
+} // namespace kimi
+
+using namespace mlir;
+using namespace kimi;
+
+namespace {
+
+Type elementTypeOf(MLIRContext *ctx, rt::DType d) {
+  switch (d) {
+  case rt::DType::kF32:
+    return Float32Type::get(ctx);
+  case rt::DType::kBF16:
+    return BFloat16Type::get(ctx);
+  case rt::DType::kF16:
+    return Float16Type::get(ctx);
+  case rt::DType::kI32:
+    return IntegerType::get(ctx, 32);
+  default:
+    return Type();
+  }
+}
+
+/// `t` as `element` (arith.truncf / extf on the tensor; the elementwise
+/// conversion to linalg picks it up later).
+Value convert(OpBuilder &b, Location loc, Value t, Type element) {
+  auto type = cast<RankedTensorType>(t.getType());
+  if (type.getElementType() == element)
+    return t;
+  Type to = type.clone(element);
+  if (element.getIntOrFloatBitWidth() < type.getElementTypeBitWidth())
+    return arith::TruncFOp::create(b, loc, to, t);
+  return arith::ExtFOp::create(b, loc, to, t);
+}
+
+struct KimiGpuKdaKernels
+    : kimi::impl::KimiGpuKdaKernelsBase<KimiGpuKdaKernels> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<KdaOp> ops;
+    module.walk([&](KdaOp op) { ops.push_back(op); });
+    int index = 0;
+    for (KdaOp op : ops)
+      if (failed(rewrite(module, op, index)))
+        return signalPassFailure();
+  }
+
+  LogicalResult rewrite(ModuleOp module, KdaOp op, int &index) {
+    MLIRContext *ctx = &getContext();
+    Location loc = op.getLoc();
+    OpBuilder b(op);
+    auto qType = cast<RankedTensorType>(op.getQ().getType());
+    const bool prefill = qType.getDimSize(1) != 1 || op.getCuSeqlens();
+    // The prefill kernels read bf16 q/k/v/beta and write a bf16 output.
+    Type act = qType.getElementType();
+    Type kernelAct = prefill && act.isF32() ? b.getBF16Type() : act;
+    SmallVector<Operation *> created;
+    auto as = [&](Value v) {
+      Value c = convert(b, loc, v, kernelAct);
+      if (c != v)
+        created.push_back(c.getDefiningOp());
+      return c;
+    };
+    SmallVector<Value> operands(op->getOperands());
+    operands[0] = as(op.getQ());
+    operands[1] = as(op.getK());
+    operands[2] = as(op.getV());
+    operands[4] = as(op.getBeta());
+    OperationState state(loc, op->getName());
+    state.addOperands(operands);
+    state.addTypes({cast<RankedTensorType>(op.getOut().getType()).clone(kernelAct),
+                    op.getFinalState().getType()});
+    state.propertiesAttr = op->getPropertiesAsAttribute();
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      state.addAttribute(a.getName(), a.getValue());
+    auto kernelOp = cast<KdaOp>(b.create(state));
+    created.push_back(kernelOp);
+
+    // Planning: a shape the generators do not cover stays for kimi-lower-kda.
+    std::string why;
+    FailureOr<kimi::gpu::GpuEntryPlan> plan;
+    {
+      ScopedDiagnosticHandler quiet(ctx, [&](Diagnostic &d) {
+        why = d.str();
+        return success();
+      });
+      kimi::gpu::KdaPlanOptions options;
+      options.device.smCount = smCount;
+      plan = kimi::gpu::planKdaEntry(kernelOp, "kda" + std::to_string(index),
+                               options);
+    }
+    if (failed(plan)) {
+      for (Operation *c : llvm::reverse(created))
+        c->erase();
+      op.emitRemark() << "kept for kimi-lower-kda (no GPU kernel): " << why;
+      return success();
+    }
+
+    // The plan's gpu.module joins the model's kernels under a unique name.
+    auto kernels = *plan->kernels->getOps<mlir::gpu::GPUModuleOp>().begin();
+    kernels->moveBefore(module.getBody(), module.getBody()->end());
+    std::string moduleName = "kimi_kda_" + std::to_string(index++);
+    SymbolTable::setSymbolName(kernels, moduleName);
+    module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(ctx));
+
+    // Buffers by name.
+    KdaGateOp gate = kernelOp.getG().getDefiningOp<KdaGateOp>();
+    auto tensorFor = [&](StringRef name) -> Value {
+      if (name == "q") return kernelOp.getQ();
+      if (name == "k") return kernelOp.getK();
+      if (name == "v") return kernelOp.getV();
+      if (name == "g") return kernelOp.getG();
+      if (name == "beta") return kernelOp.getBeta();
+      if (name == "initial_state" || name == "state")
+        return kernelOp.getInitialState();
+      if (name == "cu_seqlens") return kernelOp.getCuSeqlens();
+      if (gate && name == "z") return gate.getZ();
+      if (gate && name == "a_log") return gate.getALog();
+      if (gate && name == "dt_bias") return gate.getDtBias();
+      return Value();
+    };
+    // The kernels take flat buffers: tensors are collapsed to 1-D before
+    // their buffer is taken, and results expanded back.
+    auto flat = [&](Value t) -> Value {
+      auto type = cast<RankedTensorType>(t.getType());
+      if (type.getRank() == 1)
+        return t;
+      SmallVector<ReassociationIndices> all(1);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all[0].push_back(d);
+      return tensor::CollapseShapeOp::create(b, loc, t, all);
+    };
+    auto unflat = [&](Value t, RankedTensorType type) -> Value {
+      if (type.getRank() == 1)
+        return t;
+      SmallVector<ReassociationIndices> all(1);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all[0].push_back(d);
+      return tensor::ExpandShapeOp::create(b, loc, type, t, all);
+    };
+    SmallVector<Value> buffers;
+    Value outBuffer, stateBuffer;
+    for (const rt::BufferSpec &spec : plan->buffers) {
+      int64_t numel = 1;
+      for (int64_t d : spec.shape)
+        numel *= d;
+      auto type = MemRefType::get({numel}, elementTypeOf(ctx, spec.dtype));
+      auto fullType = RankedTensorType::get(spec.shape, type.getElementType());
+      Value buffer;
+      switch (spec.kind) {
+      case rt::BufferKind::kInput: {
+        Value t = tensorFor(spec.name);
+        if (!t)
+          return op.emitOpError("GPU KDA plan input '") << spec.name
+                 << "' has no operand";
+        if (cast<RankedTensorType>(t.getType()).getNumElements() != numel)
+          return op.emitOpError("GPU KDA plan input '") << spec.name
+                 << "' is " << t.getType() << ", the kernels expect "
+                 << fullType;
+        buffer = bufferization::ToBufferOp::create(b, loc, type, flat(t),
+                                                   /*readOnly=*/true);
+        break;
+      }
+      case rt::BufferKind::kConstant: {
+        // Equal-length sequence offsets i * T, computed on the device: a
+        // constant tensor would bufferize to a host global.
+        if (spec.name != "cu_seqlens")
+          return op.emitOpError("GPU KDA plan constant '") << spec.name
+                 << "' has no device form";
+        int64_t stride = qType.getDimSize(1);
+        auto tensorType = RankedTensorType::get({numel}, type.getElementType());
+        Value empty = tensor::EmptyOp::create(b, loc, tensorType.getShape(),
+                                              tensorType.getElementType());
+        MLIRContext *c = b.getContext();
+        Value offsets =
+            linalg::GenericOp::create(
+                b, loc, TypeRange{tensorType}, ValueRange{}, ValueRange{empty},
+                ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, c)},
+                ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+                [&](OpBuilder &nb, Location l, ValueRange) {
+                  Value i = linalg::IndexOp::create(nb, l, 0);
+                  Value scaled = arith::MulIOp::create(
+                      nb, l, i, arith::ConstantIndexOp::create(nb, l, stride));
+                  linalg::YieldOp::create(
+                      nb, l, ValueRange{arith::IndexCastOp::create(
+                                 nb, l, nb.getI32Type(), scaled)});
+                })
+                .getResult(0);
+        buffer = bufferization::ToBufferOp::create(b, loc, type, offsets, true);
+        break;
+      }
+      case rt::BufferKind::kInOut: {
+        // The decode state is updated in place: in a copy, since the input
+        // state belongs to the caller.
+        buffer = memref::AllocOp::create(b, loc, type);
+        Value in = bufferization::ToBufferOp::create(
+            b, loc, type, flat(tensorFor(spec.name)), true);
+        memref::CopyOp::create(b, loc, in, buffer);
+        stateBuffer = buffer;
+        break;
+      }
+      case rt::BufferKind::kOutput:
+      case rt::BufferKind::kTemporary:
+        buffer = memref::AllocOp::create(b, loc, type);
+        if (spec.name == "out")
+          outBuffer = buffer;
+        if (spec.name == "final_state")
+          stateBuffer = buffer;
+        break;
+      }
+      buffers.push_back(buffer);
+    }
+    if (!outBuffer || !stateBuffer)
+      return op.emitOpError("GPU KDA plan has no 'out' or state buffer");
+
+    for (const rt::LaunchSpec &l : plan->launches) {
+      auto fn = kernels.lookupSymbol<mlir::gpu::GPUFuncOp>(l.function);
+      if (!fn)
+        return op.emitOpError("GPU KDA plan launches unknown kernel '")
+               << l.function << "'";
+      auto dim = [&](uint32_t v) -> Value {
+        return arith::ConstantIndexOp::create(b, loc, v);
+      };
+      SmallVector<Value> args;
+      for (uint32_t a : l.args)
+        args.push_back(buffers[a]);
+      mlir::gpu::LaunchFuncOp::create(
+          b, loc, fn,
+          mlir::gpu::KernelDim3{dim(l.grid[0]), dim(l.grid[1]), dim(l.grid[2])},
+          mlir::gpu::KernelDim3{dim(l.block[0]), dim(l.block[1]), dim(l.block[2])},
+          Value(), args);
+    }
+    auto asTensor = [&](Value buffer, Type full) {
+      auto fullType = cast<RankedTensorType>(full);
+      Value t = bufferization::ToTensorOp::create(
+          b, loc,
+          RankedTensorType::get({fullType.getNumElements()},
+                                fullType.getElementType()),
+          buffer, /*restrict=*/true, /*writable=*/true);
+      return unflat(t, fullType);
+    };
+    Value out = asTensor(outBuffer, kernelOp.getOut().getType());
+    Value finalState = asTensor(stateBuffer, kernelOp.getFinalState().getType());
+    op.getOut().replaceAllUsesWith(convert(b, loc, out, act));
+    op.getFinalState().replaceAllUsesWith(finalState);
+    kernelOp.erase();
+    op.erase();
+    if (gate && gate->use_empty())
+      gate.erase();
+    return success();
+  }
+};
+} // namespace

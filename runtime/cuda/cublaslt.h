@@ -1,0 +1,77 @@
+//===- cublaslt.h - cuBLASLt matrix products, loaded at run time -*- C++ -*-===//
+//
+// The runtime's GEMM for GPU models (the `gemm` entry of the model's GPU shim
+// table; docs/runtime-abi.md, "GPU models"). libcublasLt is dlopen()ed
+// (KIMI_CUBLASLT_LIBRARY, libcublasLt.so.13, libcublasLt.so, then
+// /usr/local/cuda/lib64), so the runtime builds and loads without CUDA.
+//
+// A product is described by element strides, whatever the memory order:
+// C[b, m, n] += sum_k A[b, m, k] B[b, k, n]. Each matrix must have unit
+// stride along one of its two dimensions (dimensions of size 1 may have
+// any stride); the descriptor is mapped onto cuBLASLt's column-major
+// layouts with transposes, computing C^T = B^T A^T when C is row-major.
+// Layouts and the heuristic's algorithm are cached per shape.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_RUNTIME_CUDA_CUBLASLT_H
+#define KIMI_RUNTIME_CUDA_CUBLASLT_H
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/support/status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+namespace kimi::rt {
+
+/// One (batched) f32 product, strides in elements.
+struct GemmF32 {
+  cuda::CUdeviceptr a = 0, b = 0, c = 0;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t aM = 0, aK = 0, aBatch = 0;
+  int64_t bK = 0, bN = 0, bBatch = 0;
+  int64_t cM = 0, cN = 0, cBatch = 0;
+  /// 0: exact f32 products; 1: TF32 tensor cores (f32 accumulation).
+  int32_t precision = 0;
+};
+
+class CublasLt {
+public:
+  /// Loads the library and creates a handle; a kModule error without it.
+  static StatusOr<std::unique_ptr<CublasLt>> load(const CudaDevice &device);
+  ~CublasLt();
+  CublasLt(const CublasLt &) = delete;
+  CublasLt &operator=(const CublasLt &) = delete;
+
+  /// C += A B on `stream` (asynchronous). Errors name the shape.
+  Status gemm(const GemmF32 &g, cuda::CUstream stream);
+  const std::string &library() const { return library_; }
+
+  struct Api;
+
+private:
+  CublasLt() = default;
+  struct Plan;
+  StatusOr<Plan *> plan(const GemmF32 &g);
+
+  const CudaDevice *device_ = nullptr;
+  void *handle_ = nullptr; // dlopen handle
+  std::unique_ptr<Api> api_;
+  void *lt_ = nullptr; // cublasLtHandle_t
+  cuda::CUdeviceptr workspace_ = 0;
+  size_t workspaceBytes_ = 0;
+  std::string library_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      int64_t, int64_t, int32_t>,
+           std::unique_ptr<Plan>>
+      plans_;
+};
+
+} // namespace kimi::rt
+
+#endif // KIMI_RUNTIME_CUDA_CUBLASLT_H

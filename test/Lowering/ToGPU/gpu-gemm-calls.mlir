@@ -1,0 +1,81 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=precision=tf32 | FileCheck %s --check-prefix=TF32
+
+// A row-major matmul: strides from the buffers' metadata, batch 1.
+// CHECK-LABEL: func.func @matmul
+// CHECK-NOT: linalg.matmul
+// CHECK: %[[A:.*]] = memref.extract_aligned_pointer_as_index %arg0
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c8, %c32, %c16, %c1, {{.*}}, %c0{{(_[0-9]+)?}}) : (index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index) -> ()
+// CHECK: func.func private @kimi_gpu_gemm_f32(index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index)
+// The last argument selects TF32 tensor cores (1) over exact f32 (0).
+// TF32-LABEL: func.func @matmul
+// TF32: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}) :
+func.func @matmul(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  return
+}
+
+// -----
+
+// A linear layer x W^T as a generic contraction, with a unit batch loop
+// (one sequence) that carries no data.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @linear
+// CHECK-NOT: linalg.generic
+// CHECK: call @kimi_gpu_gemm_f32
+func.func @linear(%x: memref<1x8x64xf32>, %w: memref<32x64xf32>, %o: memref<1x8x32xf32>) {
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x8x64xf32>, memref<32x64xf32>) outs(%o : memref<1x8x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Batched over a real dimension (experts): one call with batch strides.
+#h = affine_map<(t, e, d, i) -> (t, e, i)>
+#dw = affine_map<(t, e, d, i) -> (e, d, i)>
+#y = affine_map<(t, e, d, i) -> (t, e, d)>
+// CHECK-LABEL: func.func @batched
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c4{{.*}}, %c16, %c8, %c3, %strides#0, %strides#2, %strides#1, %strides_3#2, %strides_3#1, %strides_3#0, %strides_8#0, %strides_8#2, %strides_8#1,
+func.func @batched(%h: memref<4x3x8xf32>, %w: memref<3x16x8xf32>, %y: memref<4x3x16xf32>) {
+  linalg.generic {indexing_maps = [#h, #dw, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%h, %w : memref<4x3x8xf32>, memref<3x16x8xf32>) outs(%y : memref<4x3x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not matrix products for cuBLASLt: no static unit stride in A, a bf16
+// operand, a body that is not a multiply-accumulate.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: call @kimi_gpu_gemm_f32
+// CHECK: linalg.matmul
+// CHECK: linalg.matmul
+// CHECK: linalg.generic
+func.func @kept(%a: memref<8x16xf32, strided<[?, ?]>>, %b: memref<16x32xf32>, %c: memref<8x32xf32>,
+                %ab: memref<8x16xbf16>, %bb: memref<16x32xbf16>, %cb: memref<8x32xf32>,
+                %a2: memref<8x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x16xf32, strided<[?, ?]>>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  linalg.matmul ins(%ab, %bb : memref<8x16xbf16>, memref<16x32xbf16>) outs(%cb : memref<8x32xf32>)
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a2, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%x: f32, %w: f32, %acc: f32):
+    %m = arith.maximumf %x, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
