@@ -179,7 +179,9 @@ def KimiLowerCollectives
 def KimiGpuKdaKernels : Pass<"kimi-gpu-kda-kernels", "::mlir::ModuleOp"> {
   let summary = "Run kimi.kda through the generated Hopper KDA kernels";
   let description = [{
-    The GPU model target's KDA: every `kimi.kda` with static shapes (after
+    Experimental (`kimi-compile --gpu-kda-kernels`; off by default because
+    the model's logits with it do not yet match the CPU target,
+    docs/lowering/gpu-model.md). The GPU model target's KDA: every `kimi.kda` with static shapes (after
     the decay proof and `kimi-chunk-kda`) is planned by the same generators
     as the KDA kernel libraries (docs/lowering/gpu-kda.md): `kda_prep` +
     `kda_recur` (+ `kda_summarize`/`kda_fold` for a sequence split) for

@@ -314,7 +314,8 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
 
 llvm::Expected<std::string>
 kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
-  if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline))
+  if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline,
+                                               options.denseExpertsMinTokens))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   std::string diagnostics;

@@ -27,6 +27,8 @@ struct CpuCodegenOptions {
   /// Textual pass pipeline (nested under builtin.module) run first, on kimi
   /// IR; the decay proof and chunking go here.
   std::string frontPipeline = "kimi-prove-decay-bounds,kimi-chunk-kda";
+  /// kimi-lower-to-linalg's dense-experts-min-tokens (0: gathers).
+  int64_t denseExpertsMinTokens = 0;
   /// LLVM optimisation level of the generated code.
   unsigned optLevel = 2;
   /// Keep the LLVM IR text here when non-null (for --emit=llvm).
