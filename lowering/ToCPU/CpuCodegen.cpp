@@ -70,13 +70,6 @@ void kimi::registerCpuCodegenDialects(DialectRegistry &registry) {
 
 namespace {
 
-llvm::Error failure(const llvm::Twine &step, const std::string &diagnostics) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "CPU code generation failed in %s%s%s",
-                                 step.str().c_str(),
-                                 diagnostics.empty() ? "" : ":\n",
-                                 diagnostics.c_str());
-}
 
 /// For every `_mlir_ciface_<name>(p0, ..., pn)` adds
 /// `void kimi_entry_<name>(void **args)` calling it with `args[0..n]`: one
@@ -212,25 +205,27 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
 
 } // namespace
 
+llvm::Error kimi::codegenError(const llvm::Twine &step,
+                               const std::string &detail) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "code generation failed in %s%s%s",
+                                 step.str().c_str(), detail.empty() ? "" : ":\n",
+                                 detail.c_str());
+}
+
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
                                           int64_t denseExpertsMinTokens) {
   MLIRContext *ctx = module.getContext();
-  std::string diagnostics;
-  llvm::raw_string_ostream diagStream(diagnostics);
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
-    diagStream << diag.getLocation() << ": " << diag << "\n";
-    return success();
-  });
+  CodegenDiagnostics diagnostics(ctx);
 
   // 1. kimi level: proof and chunking, lowering to linalg, weights.
   {
     PassManager pm(ctx);
     if (!frontPipeline.empty() &&
         failed(parsePassPipeline(frontPipeline, pm)))
-      return failure("parsing the front pipeline '" + frontPipeline +
-                         "'",
-                     diagnostics);
+      return diagnostics.fail("parsing the front pipeline '" + frontPipeline +
+                         "'");
     pm.addPass(kimi::createKimiLowerKda());
     kimi::KimiLowerToLinalgOptions linalgOptions;
     linalgOptions.denseExpertsMinTokens = denseExpertsMinTokens;
@@ -243,7 +238,7 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
     pm.addPass(createCSEPass());
     pm.addPass(kimi::createKimiExternalizeWeights());
     if (failed(pm.run(module)))
-      return failure("lowering kimi ops", diagnostics);
+      return diagnostics.fail("lowering kimi ops");
   }
   // Anything kimi left (e.g. kda without a proof attribute) cannot run.
   Operation *leftover = nullptr;
@@ -253,7 +248,7 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
   });
   if (leftover) {
     std::string name = leftover->getName().getStringRef().str();
-    return failure("lowering kimi ops", "'" + name +
+    return codegenError("lowering kimi ops", "'" + name +
                                             "' was not lowered (is the decay "
                                             "proof in the front pipeline?)");
   }
@@ -291,7 +286,7 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
   bufferization::BufferizationState state;
   if (failed(bufferization::runOneShotModuleBufferize(module, bufferize,
                                                       state)))
-    return failure("bufferization", diagnostics);
+    return diagnostics.fail("bufferization");
 
   // 4. Deallocation, then to the LLVM dialect. Buffer copies become
   // linalg.copy loops: memref.copy of strided buffers would call memrefCopy
@@ -301,7 +296,7 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
     bufferization::buildBufferDeallocationPipeline(pm);
     pm.addPass(createConvertBufferizationToMemRefPass());
     if (failed(pm.run(module)))
-      return failure("buffer deallocation", diagnostics);
+      return diagnostics.fail("buffer deallocation");
   }
   module.walk([](memref::CopyOp copy) {
     OpBuilder b(copy);
@@ -318,12 +313,7 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
                                                options.denseExpertsMinTokens))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
-  std::string diagnostics;
-  llvm::raw_string_ostream diagStream(diagnostics);
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
-    diagStream << diag.getLocation() << ": " << diag << "\n";
-    return success();
-  });
+  CodegenDiagnostics diagnostics(ctx);
   {
     PassManager pm(ctx);
     pm.addPass(createConvertLinalgToLoopsPass());
@@ -338,7 +328,7 @@ kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
     pm.addPass(createConvertControlFlowToLLVMPass());
     pm.addPass(createReconcileUnrealizedCastsPass());
     if (failed(pm.run(module)))
-      return failure("lowering to the LLVM dialect", diagnostics);
+      return diagnostics.fail("lowering to the LLVM dialect");
   }
 
   return emitSharedObject(module, options.optLevel, options.llvmIR, {});
@@ -348,12 +338,7 @@ llvm::Expected<std::string>
 kimi::emitSharedObject(ModuleOp module, unsigned optLevel, std::string *llvmIR,
                        llvm::ArrayRef<std::string> cSources) {
   MLIRContext *ctx = module.getContext();
-  std::string diagnostics;
-  llvm::raw_string_ostream diagStream(diagnostics);
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
-    diagStream << diag.getLocation() << ": " << diag << "\n";
-    return success();
-  });
+  CodegenDiagnostics diagnostics(ctx);
   // 5. LLVM IR, optimised for the host, as a PIC object.
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -361,15 +346,15 @@ kimi::emitSharedObject(ModuleOp module, unsigned optLevel, std::string *llvmIR,
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "kimi_model");
   if (!llvmModule)
-    return failure("translation to LLVM IR", diagnostics);
+    return diagnostics.fail("translation to LLVM IR");
   if (llvm::Error e = addPackedEntryPoints(*llvmModule))
-    return failure("entry point wrappers", llvm::toString(std::move(e)));
+    return codegenError("entry point wrappers", llvm::toString(std::move(e)));
   llvm::Triple triple(llvm::sys::getProcessTriple());
   std::string error;
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return failure("looking up the host target", error);
+    return codegenError("looking up the host target", error);
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, llvm::sys::getHostCPUName(), "", llvm::TargetOptions(),
       llvm::Reloc::PIC_));
@@ -377,7 +362,7 @@ kimi::emitSharedObject(ModuleOp module, unsigned optLevel, std::string *llvmIR,
   llvmModule->setDataLayout(machine->createDataLayout());
   auto optimize = makeOptimizingTransformer(optLevel, 0, machine.get());
   if (llvm::Error e = optimize(llvmModule.get()))
-    return failure("LLVM optimisation", llvm::toString(std::move(e)));
+    return codegenError("LLVM optimisation", llvm::toString(std::move(e)));
   if (llvmIR) {
     llvm::raw_string_ostream os(*llvmIR);
     llvmModule->print(os, nullptr);
@@ -388,7 +373,7 @@ kimi::emitSharedObject(ModuleOp module, unsigned optLevel, std::string *llvmIR,
     llvm::legacy::PassManager codegen;
     if (machine->addPassesToEmitFile(codegen, os, nullptr,
                                      llvm::CodeGenFileType::ObjectFile))
-      return failure("object emission", "the target cannot emit objects");
+      return codegenError("object emission", "the target cannot emit objects");
     codegen.run(*llvmModule);
   }
   bool usesComm = llvm::any_of(*llvmModule, [](const llvm::Function &fn) {

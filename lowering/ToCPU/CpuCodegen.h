@@ -13,6 +13,9 @@
 #include "llvm/Support/Error.h"
 #include <string>
 
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/raw_ostream.h"
+
 namespace mlir {
 class DialectRegistry;
 }
@@ -22,6 +25,29 @@ namespace kimi {
 /// Name of the exported global holding the weight at `slot` (the position of
 /// its `kimi.weight` in the module).
 std::string weightGlobalName(size_t slot);
+
+/// "code generation failed in <step>[:\n<detail>]", the error of every
+/// failing step of the CPU and GPU model pipelines.
+llvm::Error codegenError(const llvm::Twine &step, const std::string &detail);
+
+/// Collects the diagnostics emitted while it lives, so that a failing step's
+/// error carries them.
+class CodegenDiagnostics {
+public:
+  explicit CodegenDiagnostics(mlir::MLIRContext *ctx)
+      : os_(text_), handler_(ctx, [this](mlir::Diagnostic &d) {
+          os_ << d.getLocation() << ": " << d << "\n";
+          return mlir::success();
+        }) {}
+  llvm::Error fail(const llvm::Twine &step) const {
+    return codegenError(step, text_);
+  }
+
+private:
+  std::string text_;
+  llvm::raw_string_ostream os_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
 
 struct CpuCodegenOptions {
   /// Textual pass pipeline (nested under builtin.module) run first, on kimi

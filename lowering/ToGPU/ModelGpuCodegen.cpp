@@ -37,13 +37,6 @@ namespace kimi::gpu {
 
 namespace {
 
-llvm::Error failure(const llvm::Twine &step, const std::string &diagnostics) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "GPU code generation failed in %s%s%s",
-                                 step.str().c_str(),
-                                 diagnostics.empty() ? "" : ":\n",
-                                 diagnostics.c_str());
-}
 
 /// Outlining gives every kernel its own gpu.module, i.e. its own binary,
 /// ptxas run and module load; one module holds them all instead. Kernel
@@ -281,13 +274,11 @@ void registerModelGpuExtensions(DialectRegistry &registry) {
   });
 }
 
-const char *gpuShimSource() { return kGpuShim; }
-
 llvm::Expected<std::string>
 compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
   std::string toolkit = cudaToolkitPath();
   if (toolkit.empty())
-    return failure("finding the CUDA toolkit",
+    return kimi::codegenError("finding the CUDA toolkit",
                    "the GPU model target links CUDA's libdevice and runs "
                    "ptxas: put ptxas on PATH or set CUDA_HOME");
   // KDA through the generated kernels, before kimi-lower-kda sees it.
@@ -300,12 +291,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
                                                options.denseExpertsMinTokens))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
-  std::string diagnostics;
-  llvm::raw_string_ostream diagStream(diagnostics);
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
-    diagStream << diag.getLocation() << ": " << diag << "\n";
-    return success();
-  });
+  CodegenDiagnostics diagnostics(ctx);
 
   // 1. Weights from the table; loop nests to kernels.
   {
@@ -324,7 +310,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     pm.addPass(kimi::createKimiGpuSerialKernels());
     pm.addPass(createGpuKernelOutliningPass());
     if (failed(pm.run(module)))
-      return failure("mapping loops to kernels", diagnostics);
+      return diagnostics.fail("mapping loops to kernels (GPU)");
   }
   mergeGpuModules(module);
   if (options.gpuIR) {
@@ -377,7 +363,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createReconcileUnrealizedCastsPass());
     if (failed(pm.run(module)))
-      return failure("lowering to NVVM and the LLVM dialect", diagnostics);
+      return diagnostics.fail("lowering to NVVM and the LLVM dialect (GPU)");
   }
   return emitSharedObject(module, options.hostOptLevel, options.llvmIR,
                           {kGpuShim});

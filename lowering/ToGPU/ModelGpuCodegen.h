@@ -64,11 +64,6 @@ llvm::Expected<std::string> compileModelForGpu(mlir::ModuleOp module,
 /// gpu.launch_func (for deallocation around the KDA kernels).
 void registerModelGpuExtensions(mlir::DialectRegistry &registry);
 
-/// The C source of the GPU runtime shim linked into every GPU model: the
-/// `mgpu*` functions the host code calls and the device allocator behind
-/// memref.alloc, forwarding to the `kimi_rt_gpu` table the runtime fills.
-const char *gpuShimSource();
-
 } // namespace kimi::gpu
 
 #endif

@@ -120,7 +120,6 @@ struct GpuModelExecutable::Shim {
   std::string blasError; // why cuBLASLt could not be loaded
   std::vector<cuda::CUmodule> modules;
   Status error; // the first failure of the current call
-  int64_t launches = 0;
 
   int32_t fail(Status s) {
     if (error.isOk())
@@ -173,7 +172,6 @@ struct GpuModelExecutable::Shim {
         unsigned(smem), s.stream->handle(), params, nullptr);
     if (r != 0)
       return s.fail(d.check(r, "cuLaunchKernel"));
-    ++s.launches;
     return 0;
   }
   static int32_t alloc(void *ctx, uint64_t bytes, void **ptr) {
@@ -201,7 +199,6 @@ struct GpuModelExecutable::Shim {
     Status st = s.blas->gemm(g, s.stream->handle());
     if (!st.isOk())
       return s.fail(std::move(st));
-    ++s.launches;
     return 0;
   }
   static int32_t release(void *ctx, void *ptr) {
@@ -335,10 +332,6 @@ GpuModelExecutable::~GpuModelExecutable() {
 void GpuModelExecutable::setPoison(bool poison) {
   std::lock_guard<std::mutex> lock(mutex_);
   allocator_->setPoison(poison ? stream_.get() : nullptr);
-}
-
-size_t GpuModelExecutable::peakActivationBytes() const {
-  return allocator_->peakBytesInUse();
 }
 
 Status GpuModelExecutable::run(const std::string &entryName,

@@ -53,7 +53,6 @@ public:
   void releaseAll();
   size_t bytesInUse() const { return inUse_; }
   size_t peakBytesInUse() const { return peak_; }
-  size_t liveBlocks() const { return live_.size(); }
 
 private:
   static size_t sizeClass(size_t bytes);
@@ -81,8 +80,6 @@ public:
   double weightLoadSeconds() const override { return weightSeconds_; }
   std::string deviceName() const override { return device_->describe(); }
 
-  /// Device memory the calls' allocations peaked at (weights excluded).
-  size_t peakActivationBytes() const;
   /// Tests: fill every buffer the model allocates with NaN before use, so
   /// an element the code forgets to write shows up in the outputs.
   void setPoison(bool poison);
