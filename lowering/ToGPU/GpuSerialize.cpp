@@ -35,6 +35,7 @@
 #include "llvm/Support/Program.h"
 
 #include <cstdlib>
+#include <vector>
 
 using namespace mlir;
 
@@ -62,23 +63,40 @@ void registerGpuCodegenDialects(DialectRegistry &registry) {
 
 namespace {
 
-/// Where ptxas is: PATH first, then the CUDA toolkit variables, then the
-/// usual install prefix. Empty when there is none.
+/// The CUDA toolkit: candidates are the ptxas on PATH (through symlinks, so
+/// a /usr/local/bin/ptxas link names /usr/local/cuda-13.0 and not
+/// /usr/local), CUDA_ROOT / CUDA_HOME / CUDA_PATH, then /usr/local/cuda. The
+/// first that holds both bin/ptxas and nvvm/libdevice/libdevice.10.bc wins
+/// (GPU models link libdevice); else the first with ptxas alone (kernels
+/// without libm calls still serialise). Empty when none has ptxas.
 std::string findPtxasToolkit() {
+  std::vector<std::string> candidates;
   if (auto onPath = llvm::sys::findProgramByName("ptxas")) {
+    llvm::SmallString<256> real;
+    if (!llvm::sys::fs::real_path(*onPath, real))
+      candidates.push_back(
+          llvm::sys::path::parent_path(llvm::sys::path::parent_path(real)).str());
     // <toolkit>/bin/ptxas -> <toolkit>
-    return llvm::sys::path::parent_path(llvm::sys::path::parent_path(*onPath)).str();
+    candidates.push_back(
+        llvm::sys::path::parent_path(llvm::sys::path::parent_path(*onPath)).str());
   }
   for (const char *var : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
-    if (const char *dir = std::getenv(var)) {
-      llvm::SmallString<256> p(dir);
-      llvm::sys::path::append(p, "bin", "ptxas");
-      if (llvm::sys::fs::can_execute(p))
-        return dir;
-    }
-  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
-    return "/usr/local/cuda";
-  return "";
+    if (const char *dir = std::getenv(var))
+      candidates.push_back(dir);
+  candidates.push_back("/usr/local/cuda");
+  auto has = [](const std::string &dir, llvm::StringRef relative) {
+    return llvm::sys::fs::exists(dir + "/" + relative);
+  };
+  std::string ptxasOnly;
+  for (const std::string &dir : candidates) {
+    if (dir.empty() || !has(dir, "bin/ptxas"))
+      continue;
+    if (has(dir, "nvvm/libdevice/libdevice.10.bc"))
+      return dir;
+    if (ptxasOnly.empty())
+      ptxasOnly = dir;
+  }
+  return ptxasOnly;
 }
 
 llvm::Expected<std::string> runPipeline(ModuleOp module, const GpuTargetOptions &o,

@@ -43,9 +43,10 @@ void registerGpuCodegenDialects(mlir::DialectRegistry &registry);
 /// True when a ptxas the serialiser can use exists.
 bool ptxasAvailable();
 
-/// The CUDA toolkit the serialiser uses (ptxas, libdevice): the parent of
-/// the ptxas on PATH, else CUDA_ROOT / CUDA_HOME / CUDA_PATH, else
-/// /usr/local/cuda; empty when none holds bin/ptxas.
+/// The CUDA toolkit the serialiser uses (ptxas, libdevice): the first of the
+/// ptxas on PATH (symlinks resolved), CUDA_ROOT / CUDA_HOME / CUDA_PATH and
+/// /usr/local/cuda that holds bin/ptxas and nvvm/libdevice, else the first
+/// with bin/ptxas; empty when none does.
 std::string cudaToolkitPath();
 
 /// Serialises the single `gpu.module` of `module` (left unchanged).

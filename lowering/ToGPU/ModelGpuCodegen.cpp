@@ -28,6 +28,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/FileSystem.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -281,6 +282,12 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     return kimi::codegenError("finding the CUDA toolkit",
                    "the GPU model target links CUDA's libdevice and runs "
                    "ptxas: put ptxas on PATH or set CUDA_HOME");
+  if (!llvm::sys::fs::exists(toolkit + "/nvvm/libdevice/libdevice.10.bc"))
+    return kimi::codegenError(
+        "finding CUDA's libdevice",
+        "the toolkit at '" + toolkit +
+            "' has ptxas but no nvvm/libdevice/libdevice.10.bc, which the GPU "
+            "model target links: install the full toolkit or set CUDA_HOME");
   // KDA through the generated kernels, before kimi-lower-kda sees it.
   std::string front = options.frontPipeline;
   if (options.kdaKernels)
