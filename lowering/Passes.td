@@ -152,9 +152,10 @@ def KimiLowerCollectives
     forwards to the `Communicator` the runtime installs when it loads the
     artifact (MPI for CPU ranks):
 
-    * `shard.all_reduce` (sum, max) -> `kimi_rt_all_reduce_<t>(send, recv, op)`;
-    * `shard.all_gather` -> `kimi_rt_all_gather_<t>(send, recv)`, whose
-      rank-stacked blocks are transposed to the gather axis;
+    * `shard.all_reduce` (sum, max) ->
+      `kimi_rt_all_reduce_<t>(send, recv, op, group)`;
+    * `shard.all_gather` -> `kimi_rt_all_gather_<t>(send, recv, group)`,
+      whose rank-stacked blocks are transposed to the gather axis;
     * `shard.reduce_scatter`, `shard.all_to_all` likewise, with the blocks
       of the scatter / split axis made leading and contiguous first;
     * `shard.all_slice` -> `tensor.extract_slice` at this rank's block;
@@ -163,9 +164,13 @@ def KimiLowerCollectives
 
     `<t>` is `f32`, `i32` or `i64`; buffers are `memref<?xT>` (send: a
     contiguous copy of the operand; recv: a fresh allocation wrapped back
-    into a tensor). Collectives over part of a grid (a subset of the axes of
-    a 2-D grid) need sub-communicators, which the runtime does not have yet:
-    they are an error naming the op. The `shard.grid` is erased.
+    into a tensor). `group` is the i32 bit set of the op's grid axes: the
+    collective runs among the ranks that share every other grid coordinate
+    (on a 2-D grid `G x T`, axis 1 is a tensor-parallel group of T ranks),
+    ordered row-major over the group's axes, which must be listed in
+    ascending order; grids have at most 4 axes. The runtime makes one
+    communicator per axis set when it loads the model. The `shard.grid` is
+    erased.
   }];
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",

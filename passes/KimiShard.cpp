@@ -149,6 +149,10 @@ struct KimiShard : kimi::impl::KimiShardBase<KimiShard> {
     OpBuilder b(module.getBodyRegion());
     if (!module.lookupSymbol<GridOp>(kGridName))
       GridOp::create(b, module.getLoc(), kGridName, layout.shape);
+    // The runtime gives each data-parallel group its own sequences.
+    if (layout.dp)
+      module->setAttr("kimi.data_parallel",
+                      b.getI64IntegerAttr(layout.size(layout.dpAxes)));
     llvm::DenseMap<Operation *, Signature> sigs;
     SmallVector<func::FuncOp> fns;
     for (auto fn : module.getOps<func::FuncOp>()) {
@@ -342,11 +346,36 @@ struct KimiShard : kimi::impl::KimiShardBase<KimiShard> {
     }
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     b.setInsertionPoint(ret);
-    for (OpOperand &operand : ret->getOpOperands())
-      if (isa<RankedTensorType>(operand.get().getType()))
-        operand.set(annotateValue(b, fn.getLoc(), operand.get(),
-                                  sig.results[operand.getOperandNumber()],
-                                  /*forUsers=*/true));
+    for (OpOperand &operand : ret->getOpOperands()) {
+      auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+      if (!type)
+        continue;
+      Value v = operand.get();
+      // An entry's logits under sp and tp come out split two ways (tokens
+      // over the outer axis, vocabulary over the inner one); upstream
+      // resharding to replicated undoes one split only, so gather the
+      // vocabulary first, then the tokens.
+      if (l.sp && l.tp && fn.isPublic() && type.getRank() == 3 &&
+          type.getDimSize(1) != 1 &&
+          !fn.getResultAttr(operand.getOperandNumber(), "kimi.state")) {
+        // [tokens: sp, vocab: tp] -> [tokens: sp] -> replicated.
+        auto both = Sharding::get(
+            FlatSymbolRefAttr::get(ctx, kGridName),
+            {GridAxesAttr::get(ctx, ArrayRef<GridAxis>{}),
+             GridAxesAttr::get(ctx, l.dpAxes), GridAxesAttr::get(ctx, l.tpAxes)});
+        Split tokens;
+        tokens.dim = 1;
+        tokens.axes = l.dpAxes;
+        tokens.strategy = "sp";
+        Value sBoth = ShardingOp::create(b, fn.getLoc(), both);
+        v = ShardOp::create(b, fn.getLoc(), v, sBoth, false).getResult();
+        v = annotateValue(b, fn.getLoc(), v, tokens, /*forUsers=*/true);
+        v = annotateValue(b, fn.getLoc(), v, tokens, /*forUsers=*/false);
+      }
+      operand.set(annotateValue(b, fn.getLoc(), v,
+                                sig.results[operand.getOperandNumber()],
+                                /*forUsers=*/true));
+    }
     return success();
   }
 };

@@ -144,7 +144,9 @@ def KimiShard : Pass<"kimi-shard", "::mlir::ModuleOp"> {
       all devices (K3: 896 / 64 = 14 per device); each rank runs its
       experts on the tokens routed to them and the contributions are summed.
     * `dp` (data parallel): the batch dimension of tokens, states and logits
-      split (outer axis of a 2-D grid).
+      split (outer axis of a 2-D grid). The module gets `kimi.data_parallel`
+      (the number of groups), which the artifact passes to the runtime so
+      that each group serves its own sequences.
     * `sp` (sequence parallel): the token dimension of the prompt split
       inside the layers; token-wise work (projections, norms, MLPs, experts)
       runs on each rank's segment, the KDA short convolutions take a

@@ -116,15 +116,16 @@ typedef struct {
   void *ctx;
   int32_t (*rank)(void *ctx);
   int32_t (*all_reduce)(void *ctx, const void *send, void *recv, int64_t count,
-                        int32_t dtype, int32_t op);
+                        int32_t dtype, int32_t op, int32_t group);
   int32_t (*all_gather)(void *ctx, const void *send, void *recv,
-                        int64_t send_count, int32_t dtype);
+                        int64_t send_count, int32_t dtype, int32_t group);
   int32_t (*reduce_scatter)(void *ctx, const void *send, void *recv,
-                            int64_t recv_count, int32_t dtype, int32_t op);
+                            int64_t recv_count, int32_t dtype, int32_t op,
+                            int32_t group);
   int32_t (*all_to_all)(void *ctx, const void *send, void *recv, int64_t count,
-                        int32_t dtype);
+                        int32_t dtype, int32_t group);
 } kimi_rt_comm_table;
-const int32_t kimi_rt_comm_abi_version = 1;
+const int32_t kimi_rt_comm_abi_version = 2;
 kimi_rt_comm_table kimi_rt_comm;
 int32_t kimi_rt_comm_status;
 int64_t kimi_rt_rank(void) {
@@ -136,7 +137,7 @@ int64_t kimi_rt_rank(void) {
 }
 #define MR(T, p) T *p##_a, T *p, int64_t p##_o, int64_t p##_n, int64_t p##_s
 #define CALL(fn, ...)                                                            do {                                                                             if (kimi_rt_comm_status)                                                         return;                                                                      kimi_rt_comm_status =                                                              kimi_rt_comm.fn ? kimi_rt_comm.fn(kimi_rt_comm.ctx, __VA_ARGS__) : -1;   } while (0)
-#define SHIM(N, T, C)                                                            void kimi_rt_all_reduce_##N(MR(T, s), MR(T, r), int32_t op) {                   CALL(all_reduce, s + s_o, r + r_o, r_n, C, op);                              }                                                                              void kimi_rt_all_gather_##N(MR(T, s), MR(T, r)) {                               CALL(all_gather, s + s_o, r + r_o, s_n, C);                                  }                                                                              void kimi_rt_reduce_scatter_##N(MR(T, s), MR(T, r), int32_t op) {               CALL(reduce_scatter, s + s_o, r + r_o, r_n, C, op);                          }                                                                              void kimi_rt_all_to_all_##N(MR(T, s), MR(T, r)) {                               CALL(all_to_all, s + s_o, r + r_o, s_n, C);                                  }
+#define SHIM(N, T, C)                                                            void kimi_rt_all_reduce_##N(MR(T, s), MR(T, r), int32_t op, int32_t g) {                   CALL(all_reduce, s + s_o, r + r_o, r_n, C, op, g);                              }                                                                              void kimi_rt_all_gather_##N(MR(T, s), MR(T, r), int32_t g) {                               CALL(all_gather, s + s_o, r + r_o, s_n, C, g);                                  }                                                                              void kimi_rt_reduce_scatter_##N(MR(T, s), MR(T, r), int32_t op, int32_t g) {               CALL(reduce_scatter, s + s_o, r + r_o, r_n, C, op, g);                          }                                                                              void kimi_rt_all_to_all_##N(MR(T, s), MR(T, r), int32_t g) {                               CALL(all_to_all, s + s_o, r + r_o, s_n, C, g);                                  }
 SHIM(f32, float, 0)
 SHIM(i32, int32_t, 1)
 SHIM(i64, int64_t, 2)

@@ -5,12 +5,19 @@
 // of the shared object's comm shim (`kimi_rt_*`, docs/runtime-abi.md), which
 // forwards to the Communicator the runtime installed at load time:
 //
-//   shard.all_reduce       -> kimi_rt_all_reduce_<t>(send, recv, op)
-//   shard.all_gather       -> kimi_rt_all_gather_<t>(send, recv) + transpose
-//   shard.reduce_scatter   -> kimi_rt_reduce_scatter_<t>(send, recv, op)
-//   shard.all_to_all       -> kimi_rt_all_to_all_<t>(send, recv) + transposes
+//   shard.all_reduce       -> kimi_rt_all_reduce_<t>(send, recv, op, group)
+//   shard.all_gather       -> kimi_rt_all_gather_<t>(send, recv, group)
+//                             + transpose
+//   shard.reduce_scatter   -> kimi_rt_reduce_scatter_<t>(send, recv, op, group)
+//   shard.all_to_all       -> kimi_rt_all_to_all_<t>(send, recv, group)
+//                             + transposes
 //   shard.all_slice        -> tensor.extract_slice at this rank's block
 //   shard.process_*_index  -> kimi_rt_rank() and index arithmetic
+//
+// `group` is the bit set of the grid axes the collective runs over (bit a:
+// axis a): the ranks that share every other grid coordinate, ordered
+// row-major over the group's axes. The runtime makes one communicator per
+// axis set when it loads the model.
 //
 // Buffers: the operand is copied into a fresh contiguous buffer (the tensor
 // may be a strided view), the result is a fresh buffer wrapped back into a
@@ -77,8 +84,8 @@ private:
     }
     if (auto x = dyn_cast<AllSliceOp>(op))
       return lowerAllSlice(x, grid);
-    // Communication: one group = the whole grid (sub-communicators for
-    // part of a 2-D grid are not implemented in the runtime yet).
+    // Communication within the group of ranks that share every grid
+    // coordinate outside `axes`.
     ArrayRef<GridAxis> axes;
     if (auto x = dyn_cast<AllReduceOp>(op))
       axes = x.getGridAxes();
@@ -91,18 +98,34 @@ private:
     else
       return op->emitOpError()
              << "has no lowering to the CPU runtime's communicator";
-    if (groupSize(grid, axes) != groupSize(grid, {}))
-      return op->emitOpError()
-             << "runs on part of the grid; the CPU runtime communicates over "
-                "all ranks only (use a 1-D grid)";
+    if (grid.getRank() > kMaxGridAxes)
+      return op->emitOpError() << "on a grid of " << grid.getRank()
+                               << " axes; the runtime supports at most "
+                               << kMaxGridAxes;
+    group = 0;
+    for (auto [i, a] : llvm::enumerate(axes)) {
+      if (a < 0 || a >= grid.getRank())
+        return op->emitOpError() << "names grid axis " << a << " of a grid of "
+                                 << grid.getRank() << " axes";
+      // Ranks in a group are ordered row-major over ascending axes.
+      if (i > 0 && a <= axes[i - 1])
+        return op->emitOpError()
+               << "lists grid axes out of ascending order; the runtime orders "
+                  "the ranks of a group row-major over ascending axes";
+      group |= 1 << a;
+    }
+    groupRanks = groupSize(grid, axes);
     if (auto x = dyn_cast<AllReduceOp>(op))
       return lowerAllReduce(x);
     if (auto x = dyn_cast<AllGatherOp>(op))
-      return lowerAllGather(x, grid);
+      return lowerAllGather(x);
     if (auto x = dyn_cast<ReduceScatterOp>(op))
-      return lowerReduceScatter(x, grid);
-    return lowerAllToAll(cast<AllToAllOp>(op), grid);
+      return lowerReduceScatter(x);
+    return lowerAllToAll(cast<AllToAllOp>(op));
   }
+
+  /// Grid axes the runtime makes groups for (2^k - 1 communicators).
+  static constexpr int64_t kMaxGridAxes = 4;
 
   /// Replaces the single result of `op` by `v` and erases `op`.
   static LogicalResult replace(Operation *op, Value v) {
@@ -118,13 +141,9 @@ private:
     return symbols.lookupNearestSymbolFrom<GridOp>(op, attr);
   }
 
+  /// Ranks in the group over `axes` (1 for none: each rank alone).
   static int64_t groupSize(GridOp grid, ArrayRef<GridAxis> axes) {
     int64_t n = 1;
-    if (axes.empty()) {
-      for (int64_t s : grid.getShape())
-        n *= s;
-      return n;
-    }
     for (GridAxis a : axes)
       n *= grid.getShape()[a];
     return n;
@@ -197,8 +216,8 @@ private:
     return memref::CastOp::create(b, loc, dyn, c);
   }
 
-  /// Calls `kimi_rt_<what>_<t>(send, recv[, op])` and returns the received
-  /// buffer, of shape `outShape`, as a tensor.
+  /// Calls `kimi_rt_<what>_<t>(send, recv[, op], group)` and returns the
+  /// received buffer, of shape `outShape`, as a tensor.
   FailureOr<Value> call(Operation *op, StringRef what, Value input,
                         ArrayRef<int64_t> outShape,
                         std::optional<ReductionKind> kind) {
@@ -226,6 +245,7 @@ private:
     SmallVector<Value> args = {send, flat(loc, out)};
     if (kind)
       args.push_back(arith::ConstantIntOp::create(b, loc, code, 32));
+    args.push_back(arith::ConstantIntOp::create(b, loc, group, 32));
     func::FuncOp fn = declare(("kimi_rt_" + what + "_" + *s).str(),
                               ValueRange(args).getTypes(), {});
     func::CallOp::create(b, loc, fn, args);
@@ -296,10 +316,10 @@ private:
     return tensor::ExpandShapeOp::create(b, loc, t.clone(shape), v, groups);
   }
 
-  LogicalResult lowerAllGather(AllGatherOp x, GridOp grid) {
+  LogicalResult lowerAllGather(AllGatherOp x) {
     Location loc = x.getLoc();
     auto in = cast<RankedTensorType>(x.getInput().getType());
-    int64_t n = groupSize(grid, {}), axis = x.getGatherAxis().getSExtValue();
+    int64_t n = groupRanks, axis = x.getGatherAxis().getSExtValue();
     // The runtime stacks rank blocks: [n, in...]; move n next to the
     // gather axis and merge.
     SmallVector<int64_t> stacked = {n};
@@ -311,9 +331,9 @@ private:
     return replace(x, v);
   }
 
-  LogicalResult lowerReduceScatter(ReduceScatterOp x, GridOp grid) {
+  LogicalResult lowerReduceScatter(ReduceScatterOp x) {
     Location loc = x.getLoc();
-    int64_t n = groupSize(grid, {}), axis = x.getScatterAxis().getSExtValue();
+    int64_t n = groupRanks, axis = x.getScatterAxis().getSExtValue();
     // Blocks of the scatter axis become leading and contiguous.
     Value v = moveDim(loc, split(loc, x.getInput(), axis, n), axis, 0);
     auto out = cast<RankedTensorType>(x.getResult().getType());
@@ -324,9 +344,9 @@ private:
     return replace(x, *r);
   }
 
-  LogicalResult lowerAllToAll(AllToAllOp x, GridOp grid) {
+  LogicalResult lowerAllToAll(AllToAllOp x) {
     Location loc = x.getLoc();
-    int64_t n = groupSize(grid, {});
+    int64_t n = groupRanks;
     int64_t splitAxis = x.getSplitAxis().getSExtValue();
     int64_t concatAxis = x.getConcatAxis().getSExtValue();
     // Send block p (along the split axis) to rank p; receive block q from
@@ -373,6 +393,9 @@ private:
   ModuleOp module;
   OpBuilder b;
   SymbolTableCollection symbols;
+  /// The collective being lowered: its axis bit set and rank count.
+  int32_t group = 0;
+  int64_t groupRanks = 1;
 };
 
 struct KimiLowerCollectives

@@ -104,10 +104,15 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
                 configJson.str()};
   // A partitioned module (kimi-shard) runs one program per device.
   int32_t ranks = 1;
+  spec.target.name = "cpu";
   for (auto grid : module.getOps<shard::GridOp>())
-    for (int64_t n : grid.getShape())
+    for (int64_t n : grid.getShape()) {
       ranks *= static_cast<int32_t>(n);
-  spec.target = {"cpu", ranks};
+      spec.target.gridShape.push_back(static_cast<int32_t>(n));
+    }
+  spec.target.numRanks = ranks;
+  if (auto dp = module->getAttrOfType<IntegerAttr>("kimi.data_parallel"))
+    spec.target.dataParallel = static_cast<int32_t>(dp.getInt());
   for (const char *name : {"prefill", "decode"}) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn)

@@ -596,10 +596,11 @@ llvm::Error ModelBuilder::checkOptions() {
                                    "prefill chunk must not be negative, got "
                                    "%lld",
                                    (long long)opts.prefillChunk);
-  if (opts.decodeBatch < 1)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "decode batch must be positive, got %lld",
-                                   (long long)opts.decodeBatch);
+  if (opts.decodeBatch < 1 || opts.prefillBatch < 1)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "batch sizes must be positive, got prefill %lld and decode %lld",
+        (long long)opts.prefillBatch, (long long)opts.decodeBatch);
   if (!opts.mxfp4Experts)
     return llvm::Error::success();
   auto fail = [](const char *field, int64_t value) {
@@ -624,9 +625,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> ModelBuilder::build() {
   module = *owned;
   module->setAttr("kimi.model_type", b.getStringAttr(cfg.modelType));
   if (opts.prefillChunk > 0)
-    entryFunction({"prefill", 1, opts.prefillChunk, /*stateful=*/true});
+    entryFunction(
+        {"prefill", opts.prefillBatch, opts.prefillChunk, /*stateful=*/true});
   else
-    entryFunction({"prefill", 1, ShapedType::kDynamic, /*stateful=*/false});
+    entryFunction({"prefill", opts.prefillBatch, ShapedType::kDynamic,
+                   /*stateful=*/false});
   entryFunction({"decode", opts.decodeBatch, 1, /*stateful=*/true});
   if (failed(verify(module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -31,12 +31,15 @@ struct ImportOptions {
   NumericType weights = NumericType::BF16;
   /// Routed experts stored as MXFP4 (f4E2M1FN + f8E8M0FNU per 32 values).
   bool mxfp4Experts = true;
+  /// Sequences per prefill step (the `B` of `@prefill`'s tokens [B, T]):
+  /// the sequences of every data-parallel group together.
+  int64_t prefillBatch = 1;
   /// Sequences per decode step (the `B` of `@decode`).
   int64_t decodeBatch = 1;
-  /// 0: `@prefill` takes a whole sequence of any length from zero state.
-  /// N > 0: `@prefill` is a stateful step over exactly N tokens (batch 1)
-  /// taking the state like `@decode`, so a sequence is prefilled chunk by
-  /// chunk with static shapes (what the CPU target compiles).
+  /// 0: `@prefill` takes whole sequences of any (common) length from zero
+  /// state. N > 0: `@prefill` is a stateful step over exactly N tokens per
+  /// sequence taking the state like `@decode`, so a sequence is prefilled
+  /// chunk by chunk with static shapes (what the CPU target compiles).
   int64_t prefillChunk = 0;
 };
 

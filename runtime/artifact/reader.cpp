@@ -143,6 +143,9 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
     return invalidArtifact("section 'target' is missing");
   a.target.name = str(t->name());
   a.target.numRanks = t->num_ranks();
+  if (const auto *grid = t->grid_shape())
+    a.target.gridShape.assign(grid->begin(), grid->end());
+  a.target.dataParallel = t->data_parallel();
 
   if (const auto *kernels = root->kernels()) {
     for (const fb::Kernel *k : *kernels) {

@@ -109,9 +109,28 @@ struct ModelInfo {
   std::string configJson;
 };
 
+/// Grid axes a partitioned artifact may have (sub-communicators are made for
+/// every subset of axes, 2^axes - 1 of them).
+constexpr size_t kMaxGridAxes = 4;
+
 struct TargetInfo {
   std::string name = "cpu";
   int32_t numRanks = 1;
+  /// The device grid, row-major; empty means {numRanks}. Collectives of a
+  /// partitioned model run over groups of grid axes (docs/runtime-abi.md).
+  std::vector<int32_t> gridShape;
+  /// Groups of ranks the batch is split over (kimi-compile --strategy dp):
+  /// rank r serves the sequences of group r / (numRanks / dataParallel).
+  int32_t dataParallel = 1;
+
+  /// The grid, with the one-axis default filled in.
+  std::vector<int32_t> grid() const {
+    return gridShape.empty() ? std::vector<int32_t>{numRanks} : gridShape;
+  }
+  /// The data-parallel group of `rank`.
+  int32_t dataParallelGroup(int32_t rank) const {
+    return rank / (numRanks / dataParallel);
+  }
 };
 
 struct KernelImage {

@@ -497,6 +497,31 @@ Status validateArtifact(const ArtifactSpec &a) {
   if (a.target.numRanks < 1)
     return invalidArtifact("target: num_ranks " +
                            std::to_string(a.target.numRanks) + " must be >= 1");
+  if (!a.target.gridShape.empty()) {
+    int64_t product = 1;
+    for (int32_t n : a.target.gridShape) {
+      if (n < 1)
+        return invalidArtifact("target: grid_shape " +
+                               shapeToString(std::vector<int64_t>(
+                                   a.target.gridShape.begin(),
+                                   a.target.gridShape.end())) +
+                               " has an axis < 1");
+      product *= n;
+    }
+    if (a.target.gridShape.size() > kMaxGridAxes || product != a.target.numRanks)
+      return invalidArtifact(
+          "target: grid_shape " +
+          shapeToString(std::vector<int64_t>(a.target.gridShape.begin(),
+                                             a.target.gridShape.end())) +
+          " does not describe num_ranks " + std::to_string(a.target.numRanks) +
+          " (at most " + std::to_string(kMaxGridAxes) + " axes)");
+  }
+  if (a.target.dataParallel < 1 ||
+      a.target.numRanks % a.target.dataParallel != 0)
+    return invalidArtifact("target: data_parallel " +
+                           std::to_string(a.target.dataParallel) +
+                           " does not divide num_ranks " +
+                           std::to_string(a.target.numRanks));
 
   if (a.kernels.empty())
     return invalidArtifact("artifact has no kernels");

@@ -36,8 +36,10 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
   auto model = fb::CreateModelInfo(
       b, b.CreateString(m.modelType), m.vocabSize, m.hiddenSize, m.numLayers,
       b.CreateString(m.layerKinds), m.maxPositions, b.CreateString(m.configJson));
-  auto target = fb::CreateTarget(b, b.CreateString(a.target.name),
-                                 a.target.numRanks);
+  auto target = fb::CreateTarget(
+      b, b.CreateString(a.target.name), a.target.numRanks,
+      a.target.gridShape.empty() ? 0 : b.CreateVector(a.target.gridShape),
+      a.target.dataParallel);
 
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelImage &k : a.kernels) {

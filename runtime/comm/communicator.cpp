@@ -209,6 +209,19 @@ Status Communicator::recv(CommBuffer buffer, int peer, int tag) {
 
 Status Communicator::barrier() { return doBarrier(); }
 
+StatusOr<std::unique_ptr<Communicator>> Communicator::split(int color,
+                                                            int key) {
+  if (color < 0)
+    return invalidArgument("split: color " + std::to_string(color) +
+                           " must be >= 0");
+  return doSplit(color, key);
+}
+
+StatusOr<std::unique_ptr<Communicator>> Communicator::doSplit(int, int) {
+  return failedPrecondition(std::string("split: the ") + backendName() +
+                            " communicator has no sub-communicators");
+}
+
 //===----------------------------------------------------------------------===//
 // LocalCommunicator
 //===----------------------------------------------------------------------===//
@@ -252,6 +265,10 @@ Status LocalCommunicator::doAllToAllV(ConstCommBuffer send,
 }
 
 Status LocalCommunicator::doBroadcast(CommBuffer, int) { return Status::ok(); }
+
+StatusOr<std::unique_ptr<Communicator>> LocalCommunicator::doSplit(int, int) {
+  return std::unique_ptr<Communicator>(new LocalCommunicator());
+}
 
 Status LocalCommunicator::doSend(ConstCommBuffer buffer, int, int tag) {
   Message m{tag, buffer.dtype, buffer.count, {}};

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,12 @@ public:
   Status send(ConstCommBuffer buffer, int peer, int tag = 0);
   Status recv(CommBuffer buffer, int peer, int tag = 0);
   Status barrier();
+  /// Collective over this communicator: ranks passing the same `color`
+  /// (>= 0) form one new communicator, ordered by `key` (ties by rank()).
+  /// Used for the groups of a 2-D grid (the ranks sharing every other grid
+  /// coordinate). Backends without sub-communicators (NCCL so far) fail
+  /// with kFailedPrecondition.
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key);
 
   /// Typed conveniences over std::vector.
   template <typename T>
@@ -185,6 +192,7 @@ protected:
   virtual Status doSend(ConstCommBuffer buffer, int peer, int tag) = 0;
   virtual Status doRecv(CommBuffer buffer, int peer, int tag) = 0;
   virtual Status doBarrier() = 0;
+  virtual StatusOr<std::unique_ptr<Communicator>> doSplit(int color, int key);
 };
 
 /// One rank: every collective copies send to recv (a reduction over one
@@ -214,6 +222,8 @@ protected:
   Status doSend(ConstCommBuffer buffer, int peer, int tag) override;
   Status doRecv(CommBuffer buffer, int peer, int tag) override;
   Status doBarrier() override { return Status::ok(); }
+  StatusOr<std::unique_ptr<Communicator>> doSplit(int color,
+                                                  int key) override;
 
 private:
   struct Message {

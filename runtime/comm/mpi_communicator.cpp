@@ -106,6 +106,22 @@ Status MpiCommunicator::finalize() {
   return check(MPI_Finalize(), "MpiCommunicator::finalize", "MPI_Finalize");
 }
 
+StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::doSplit(int color,
+                                                                 int key) {
+  auto impl = std::make_unique<Impl>();
+  KIMI_RETURN_IF_ERROR(check(MPI_Comm_split(impl_->comm, color, key, &impl->comm),
+                             "split", "MPI_Comm_split"));
+  KIMI_RETURN_IF_ERROR(check(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN),
+                             "split", "MPI_Comm_set_errhandler"));
+  int rank = 0, size = 1;
+  KIMI_RETURN_IF_ERROR(
+      check(MPI_Comm_rank(impl->comm, &rank), "split", "MPI_Comm_rank"));
+  KIMI_RETURN_IF_ERROR(
+      check(MPI_Comm_size(impl->comm, &size), "split", "MPI_Comm_size"));
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(std::move(impl), rank, size));
+}
+
 MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl, int rank, int size)
     : impl_(std::move(impl)), rank_(rank), size_(size) {}
 

@@ -52,6 +52,9 @@ protected:
   Status doSend(ConstCommBuffer buffer, int peer, int tag) override;
   Status doRecv(CommBuffer buffer, int peer, int tag) override;
   Status doBarrier() override;
+  /// MPI_Comm_split; the new communicator also returns errors as Status.
+  StatusOr<std::unique_ptr<Communicator>> doSplit(int color,
+                                                  int key) override;
 
 private:
   struct Impl;

@@ -9,6 +9,11 @@
 // records the first failure in `kimi_rt_comm_status` and skips later
 // collectives; the executable reads it after every entry call.
 //
+// Every collective names its group as a bit set of grid axes; install()
+// splits the world communicator once per axis set (the ranks sharing every
+// other grid coordinate, ordered row-major over the set's axes), so a 2-D
+// grid's tensor-parallel all-reduce runs among the T ranks of its group.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KIMI_RUNTIME_CPU_COMM_SHIM_H
@@ -19,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kimi::rt {
 
@@ -28,21 +34,28 @@ class CpuModule;
 class CommShim {
 public:
   /// Fills the module's `kimi_rt_comm` table; the module must export it with
-  /// ABI version 1 (`kimi_rt_comm_abi_version`). `comm` must outlive the
-  /// shim.
-  static StatusOr<std::unique_ptr<CommShim>> install(CpuModule &module,
-                                                      Communicator &comm);
+  /// ABI version 2 (`kimi_rt_comm_abi_version`). `grid` is the artifact's
+  /// grid shape (its product is comm.size()); the group communicators are
+  /// made here, collectively. `comm` must outlive the shim.
+  static StatusOr<std::unique_ptr<CommShim>>
+  install(CpuModule &module, Communicator &comm,
+          const std::vector<int32_t> &grid);
 
   /// The first collective failure since the last call (then cleared).
   Status takeStatus();
 
   // Used by the C callbacks.
   Communicator &comm() { return *comm_; }
+  /// The communicator of axis set `group`, or null when out of range.
+  Communicator *group(int32_t group);
   void fail(const Status &status);
 
 private:
   CommShim() = default;
   Communicator *comm_ = nullptr;
+  /// Indexed by axis bit set: [0] this rank alone, [all] the world.
+  std::vector<Communicator *> groups_;
+  std::vector<std::unique_ptr<Communicator>> owned_;
   int32_t *status_ = nullptr;
   std::string error_;
 };

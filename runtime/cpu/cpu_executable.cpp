@@ -63,9 +63,11 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
                         CpuModule::load(kernel.image,
                                         kernel.name.empty() ? "kernel 0" : kernel.name));
 
-  if (ranks > 1) {
+  // A partitioned model without collectives (data parallelism alone) has
+  // no comm shim: its ranks never talk.
+  if (ranks > 1 && exe->module_->symbol("kimi_rt_comm_abi_version").isOk()) {
     StatusOr<std::unique_ptr<CommShim>> shim =
-        CommShim::install(*exe->module_, *comm);
+        CommShim::install(*exe->module_, *comm, a.target.grid());
     if (!shim.isOk()) {
       Status s = shim.takeStatus();
       return s.addContext("partitioned model");

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A model partitioned over N CPU ranks (kimi-compile --grid N --strategy S)
-# run under mpirun produces the logits of the single-rank artifact: every
+# A model partitioned over N CPU ranks (kimi-compile --grid N|GxT --strategy
+# S) run under mpirun produces the logits of the single-rank artifact: every
 # prompt row and every greedy decode row, relative L2 error <= 1e-4 (f32
-# sums in another order), and the same greedy tokens.
+# sums in another order), and the same greedy tokens. With dp over D groups,
+# group g runs the prompt of seed 5 + g: the reference is D single-rank runs.
 #   usage: sharded-matches-single.sh KIMI_COMPILE KIMI_RUN CONFIG SINGLE.kimi
-#          RANKS STRATEGY WORKDIR PROMPT_TOKENS NEW_TOKENS PREFILL_CHUNK
+#          RANKS(N or GxT) STRATEGY WORKDIR PROMPT_TOKENS NEW_TOKENS PREFILL_CHUNK
 #          -- MPIEXEC [FLAGS...] NP_FLAG
 #   (the launcher ends with its rank-count flag, e.g. mpirun ... -np).
 #   PREFILL_CHUNK 0 keeps kimi-compile's default; otherwise SINGLE.kimi must
@@ -20,12 +21,25 @@ flags=()
 [ "$chunk" != 0 ] && flags=(--prefill-chunk "$chunk")
 "$compile" "$config" "${flags[@]}" --grid "$ranks" --strategy "$strategy" -o "$model"
 
-args=(--random-weights 11 --prompt-random "$prompt" --seed 5 --max-new-tokens "$new")
-one=$("$run" "$single" "${args[@]}" --dump-logits "$work/single.f32")
-many=$("$@" "$ranks" "$run" "$model" "${args[@]}" --dump-logits "$work/sharded.f32")
+# GxT grids run G * T ranks; dp runs one sequence per group (outer axis).
+np=$(( ${ranks/x/*} ))
+groups=1
+case ",$strategy," in *,dp,*) groups=${ranks%%x*} ;; esac
+
+args=(--random-weights 11 --prompt-random "$prompt" --max-new-tokens "$new")
+tokens_one=""
+: > "$work/single.f32"
+for ((g = 0; g < groups; g++)); do
+  one=$("$run" "$single" "${args[@]}" --seed $((5 + g)) --dump-logits "$work/single-$g.f32")
+  cat "$work/single-$g.f32" >> "$work/single.f32"
+  tokens_one="$tokens_one $(echo "$one" | sed -n 's/^generated: //p')"
+done
+many=$("$@" "$np" "$run" "$model" "${args[@]}" --seed 5 --dump-logits "$work/sharded.f32")
 echo "$many" | grep -E "^(ranks|prefill|decode):"
-tokens_one=$(echo "$one" | sed -n 's/^generated: //p')
-tokens_many=$(echo "$many" | sed -n 's/^generated: //p')
+tokens_many=""
+while read -r line; do
+  tokens_many="$tokens_many $line"
+done < <(echo "$many" | sed -n 's/^generated\(\[[0-9]*\]\)\{0,1\}: //p')
 echo "single:  $tokens_one"
 echo "sharded: $tokens_many"
 python3 - "$work/single.f32" "$work/sharded.f32" <<'PY'
@@ -43,4 +57,4 @@ worst = max(abs(p - q) for p, q in zip(x, y))
 print(f"{n} logits: relative L2 error {err / ref:.3g}, max abs diff {worst:.3g}")
 sys.exit(0 if err <= 1e-4 * ref else 1)
 PY
-[ -n "$tokens_one" ] && [ "$tokens_one" = "$tokens_many" ]
+[ -n "${tokens_one// }" ] && [ "$tokens_one" = "$tokens_many" ]

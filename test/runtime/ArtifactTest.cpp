@@ -80,6 +80,28 @@ void expectSameSpecs(const std::vector<TensorSpec> &a, const std::vector<TensorS
 
 } // namespace
 
+TEST(Artifact, GridAndDataParallelRoundTrip) {
+  // A 2 x 4 grid whose outer axis carries two data-parallel groups.
+  ArtifactSpec in = sampleSpec();
+  in.target.numRanks = 8;
+  in.target.gridShape = {2, 4};
+  in.target.dataParallel = 2;
+  in.programs.clear();
+  for (int32_t r = 0; r < 8; ++r)
+    in.programs.push_back({r, {{StepKind::kRunKernel, "prefill"},
+                               {StepKind::kRunKernel, "decode"}}});
+  std::vector<uint8_t> bytes = serializeArtifact(in);
+  auto read = ArtifactReader::readBytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(read.isOk()) << read.status().message();
+  EXPECT_EQ(read.value().target.gridShape, (std::vector<int32_t>{2, 4}));
+  EXPECT_EQ(read.value().target.grid(), (std::vector<int32_t>{2, 4}));
+  EXPECT_EQ(read.value().target.dataParallel, 2);
+  EXPECT_EQ(read.value().target.dataParallelGroup(3), 0);
+  EXPECT_EQ(read.value().target.dataParallelGroup(4), 1);
+  // Without a grid shape the grid is one axis of num_ranks.
+  EXPECT_EQ(sampleSpec().target.grid(), (std::vector<int32_t>{1}));
+}
+
 TEST(Artifact, RoundTrip) {
   const ArtifactSpec in = sampleSpec();
   std::vector<uint8_t> bytes = sampleBytes();
@@ -242,6 +264,15 @@ TEST(Artifact, SemanticChecksNameWhatAndWhere) {
        "program 0: step 0: invalid step kind 11"},
       {"ranks", [](ArtifactSpec &a) { a.target.numRanks = 0; },
        "target: num_ranks 0 must be >= 1"},
+      {"grid product", [](ArtifactSpec &a) { a.target.gridShape = {2, 2}; },
+       "target: grid_shape [2, 2] does not describe num_ranks 1"},
+      {"grid axis", [](ArtifactSpec &a) { a.target.gridShape = {1, 0}; },
+       "target: grid_shape [1, 0] has an axis < 1"},
+      {"grid axes", [](ArtifactSpec &a) { a.target.gridShape = {1, 1, 1, 1, 1}; },
+       "target: grid_shape [1, 1, 1, 1, 1] does not describe num_ranks 1 (at "
+       "most 4 axes)"},
+      {"data parallel", [](ArtifactSpec &a) { a.target.dataParallel = 2; },
+       "target: data_parallel 2 does not divide num_ranks 1"},
   };
   for (const SemanticCase &c : cases) {
     ArtifactSpec spec = sampleSpec();

@@ -271,6 +271,49 @@ void checkErrors(Communicator &c) {
   expectOk(c.barrier(), "barrier after errors");
 }
 
+/// Sub-communicators: the ranks as a G x T grid (T = 2 when the size is
+/// even), split into rows (same g, ordered by t) and columns (same t,
+/// ordered by g, with the key reversed to check that keys order ranks). Each
+/// group's rank and size follow from the grid alone, an all-gather of world
+/// ranks over the group must list exactly the group's members in key order,
+/// and the whole collective suite runs on the row group.
+void checkSplit(Communicator &c, std::mt19937_64 &rng, uint64_t seed) {
+  const int n = c.size(), r = c.rank();
+  const int t = n % 2 == 0 ? 2 : 1, g = n / t;
+  const int myG = r / t, myT = r % t;
+  auto row = c.split(myG, myT);
+  auto column = c.split(myT, g - 1 - myG);
+  expectOk(row.status(), "split into rows");
+  expectOk(column.status(), "split into columns");
+  if (!row.isOk() || !column.isOk())
+    return;
+  Communicator &rc = *row.value(), &cc = *column.value();
+  if (rc.size() != t || rc.rank() != myT)
+    fail("row group: rank " + std::to_string(rc.rank()) + " of " +
+         std::to_string(rc.size()) + ", expected " + std::to_string(myT) +
+         " of " + std::to_string(t));
+  if (cc.size() != g || cc.rank() != g - 1 - myG)
+    fail("column group: rank " + std::to_string(cc.rank()) + " of " +
+         std::to_string(cc.size()) + ", expected " +
+         std::to_string(g - 1 - myG) + " of " + std::to_string(g));
+  std::vector<int32_t> me(1, r), rowMembers(t), columnMembers(g);
+  expectOk(rc.allGather(me, rowMembers), "row all-gather");
+  expectOk(cc.allGather(me, columnMembers), "column all-gather");
+  for (int i = 0; i < t; ++i)
+    if (rowMembers[i] != myG * t + i)
+      fail("row group member " + std::to_string(i) + " is world rank " +
+           std::to_string(rowMembers[i]) + ", expected " +
+           std::to_string(myG * t + i));
+  for (int i = 0; i < g; ++i)
+    if (columnMembers[i] != (g - 1 - i) * t + myT)
+      fail("column group member " + std::to_string(i) + " is world rank " +
+           std::to_string(columnMembers[i]) + ", expected " +
+           std::to_string((g - 1 - i) * t + myT));
+  checkCollectives<float>(rc, rng, seed);
+  expectError(c.split(-1, 0).status(), "split with a negative color",
+              {"split", "color -1"});
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -304,6 +347,7 @@ int main(int argc, char **argv) {
     checkCollectives<int64_t>(*comm, rng, seed + round);
   }
   checkErrors(*comm);
+  checkSplit(*comm, rng, seed + 7);
 
   std::vector<int32_t> failures(1, gFailures), total(1, 0);
   Status s = comm->allReduce(failures, total);

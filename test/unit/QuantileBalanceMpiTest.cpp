@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
   if (!whole.isOk() || !sharded.isOk()) {
     fail("compile: " + (whole.isOk() ? sharded.status() : whole.status()).message());
   } else {
-    auto shim = rt::CommShim::install(*sharded.value(), *comm);
+    auto shim = rt::CommShim::install(*sharded.value(), *comm, {comm->size()});
     if (!shim.isOk()) {
       fail("comm shim: " + shim.status().message());
     } else {

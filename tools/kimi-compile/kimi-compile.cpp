@@ -104,10 +104,13 @@ cl::opt<int64_t> tpGroup(
 cl::opt<int64_t> nodeDevices("node-devices",
                              cl::desc("Devices per NVLink node (default 8)"),
                              cl::init(8), cl::cat(planCategory));
-cl::opt<int64_t> batch("batch",
-                       cl::desc("Concurrent requests over the whole grid "
-                                "(default 1)"),
-                       cl::init(1), cl::cat(planCategory));
+cl::opt<int64_t> batch(
+    "batch",
+    cl::desc("Concurrent sequences over the whole grid (default 1). Report: "
+             "the plan's requests. Compiling: the B of @prefill and @decode; "
+             "with --strategy dp the default is one sequence per "
+             "data-parallel group"),
+    cl::init(1), cl::cat(planCategory));
 cl::list<int64_t> planContexts(
     "plan-context",
     cl::desc("Context lengths of the plan's memory and step times (default "
@@ -176,7 +179,8 @@ cl::opt<bool> mxfp4Experts("mxfp4-experts",
                                     "weight type)"),
                            cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeBatch("decode-batch",
-                             cl::desc("Sequences per @decode step"),
+                             cl::desc("Sequences per @decode step (default: "
+                                      "--batch)"),
                              cl::init(1), cl::cat(category));
 cl::opt<int64_t> prefillChunk(
     "prefill-chunk",
@@ -338,7 +342,28 @@ int main(int argc, char **argv) {
   options.activations = cpu ? NumericType::F32 : activations.getValue();
   options.weights = cpu ? NumericType::F32 : weights.getValue();
   options.mxfp4Experts = cpu ? false : mxfp4Experts.getValue();
-  options.decodeBatch = decodeBatch;
+  // Data-parallel groups: the outer grid axis under --strategy dp.
+  int64_t dataParallel = 1;
+  PlanOptions parsedGrid;
+  if (!strategy.empty()) {
+    if (llvm::Error err = parseGrid(grid, parsedGrid))
+      return fail(llvm::toString(std::move(err)));
+    if (llvm::is_contained(strategy, "dp"))
+      dataParallel = parsedGrid.tpGroup ? parsedGrid.devices / parsedGrid.tpGroup
+                                        : parsedGrid.devices;
+  }
+  options.prefillBatch = batch.getNumOccurrences() ? batch.getValue()
+                                                   : dataParallel;
+  options.decodeBatch = decodeBatch.getNumOccurrences()
+                            ? decodeBatch.getValue()
+                            : options.prefillBatch;
+  if (emit == Emit::Artifact && options.prefillBatch != dataParallel)
+    return fail("--batch " + std::to_string(options.prefillBatch) +
+                " over " + std::to_string(dataParallel) +
+                " data-parallel group(s): the runtime's sessions run one "
+                "sequence per group, so an artifact needs --batch " +
+                std::to_string(dataParallel) +
+                " (other batches: --emit=kimi, so or llvm)");
   options.prefillChunk = cpu && prefillChunk == 0 ? (gpu ? 256 : 64)
                                                   : prefillChunk.getValue();
   mlir::DialectRegistry registry;
@@ -352,9 +377,7 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(llvm::toString(module.takeError()));
   if (!strategy.empty()) {
-    PlanOptions parsed;
-    if (llvm::Error err = parseGrid(grid, parsed))
-      return fail(llvm::toString(std::move(err)));
+    const PlanOptions &parsed = parsedGrid;
     llvm::SmallVector<int64_t> shape = {parsed.devices};
     if (parsed.tpGroup)
       shape = {parsed.devices / parsed.tpGroup, parsed.tpGroup};

@@ -57,7 +57,11 @@ const char *kUsage =
     "A partitioned artifact (kimi-compile --grid N --strategy ...) runs as N\n"
     "MPI processes, one rank each: mpirun -np N kimi-run MODEL.kimi ...\n"
     "Rank 0 prints and writes --dump-logits; every rank computes the same\n"
-    "logits.\n";
+    "logits. With data parallelism (--strategy dp over D groups) each group\n"
+    "runs its own sequence: group g's random prompt comes from seed S + g\n"
+    "(--prompt-ids: the same prompt for every group); rank 0 prints\n"
+    "'generated[g]:' per group and --dump-logits holds group 0's rows, then\n"
+    "group 1's, and so on.\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "kimi-run: error: %s\n", message.c_str());
@@ -193,8 +197,12 @@ int main(int argc, char **argv) {
 #endif
   }
   const bool quiet = comm && comm->rank() != 0;
-  if (quiet && (!dumpLogits.empty() || !saveWeights.empty()))
-    dumpLogits.clear(), saveWeights.clear(); // rank 0 writes them
+  // Data parallelism: this rank's group serves its own sequence.
+  const int32_t groups = spec->target.dataParallel;
+  const int32_t group =
+      comm ? spec->target.dataParallelGroup(comm->rank()) : 0;
+  if (quiet)
+    saveWeights.clear(); // rank 0 writes them (and --dump-logits)
 
   // The prompt.
   std::vector<int32_t> prompt;
@@ -214,7 +222,7 @@ int main(int argc, char **argv) {
       at = comma + 1;
     }
   } else {
-    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    std::mt19937_64 rng(static_cast<uint64_t>(seed + group));
     for (long long i = 0; i < promptRandom; ++i)
       prompt.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
   }
@@ -259,11 +267,17 @@ int main(int argc, char **argv) {
   Session &s = *session.value();
 
   std::FILE *dump = nullptr;
-  if (!dumpLogits.empty() && !(dump = std::fopen(dumpLogits.c_str(), "wb")))
+  if (!quiet && !dumpLogits.empty() &&
+      !(dump = std::fopen(dumpLogits.c_str(), "wb")))
     return fail("cannot write '" + dumpLogits + "': " + std::strerror(errno));
   int64_t dumpedRows = 0;
+  // Data-parallel groups' rows are gathered to rank 0 at the end.
+  const bool gatherRows = groups > 1 && !dumpLogits.empty();
+  std::vector<float> rows;
   auto emit = [&](const LogitsView &l) {
-    if (dump)
+    if (gatherRows)
+      rows.insert(rows.end(), l.data, l.data + l.rows * l.vocab);
+    else if (dump)
       std::fwrite(l.data, sizeof(float), size_t(l.rows * l.vocab), dump);
     dumpedRows += l.rows;
   };
@@ -297,13 +311,37 @@ int main(int argc, char **argv) {
     emit(next.value());
     generated.push_back(argmax(next.value().data, next.value().vocab));
   }
+  if (groups > 1) {
+    // Every rank holds as many rows and tokens (same prompt length and
+    // steps); rank 0 keeps the first rank of each group.
+    const int n = comm->size(), perGroup = n / groups;
+    std::vector<int32_t> allTokens(generated.size() * size_t(n));
+    Status s = comm->allGather(generated, allTokens);
+    std::vector<float> allRows(gatherRows ? rows.size() * size_t(n) : 0);
+    if (s.isOk() && gatherRows)
+      s = comm->allGather(rows, allRows);
+    if (!s.isOk())
+      return fail("gathering the data-parallel groups' results: " +
+                  s.message());
+    for (int32_t g = 0; g < groups; ++g) {
+      const size_t from = size_t(g) * size_t(perGroup);
+      if (dump)
+        std::fwrite(allRows.data() + from * rows.size(), sizeof(float),
+                    rows.size(), dump);
+      std::printf("generated[%d]:", g);
+      for (size_t i = 0; i < generated.size(); ++i)
+        std::printf(" %d", allTokens[from * generated.size() + i]);
+      std::printf("\n");
+    }
+    dumpedRows *= groups;
+  } else {
+    std::printf("generated:");
+    for (int32_t t : generated)
+      std::printf(" %d", t);
+    std::printf("\n");
+  }
   if (dump)
     std::fclose(dump);
-
-  std::printf("generated:");
-  for (int32_t t : generated)
-    std::printf(" %d", t);
-  std::printf("\n");
   const SessionCounters &c = s.counters();
   std::printf("prefill: %lld tokens in %.4f s (%.1f tokens/s)\n",
               (long long)c.prefillTokens, c.prefillSeconds,
