@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/ToGPU/KdaBf16Io.h"
 #include "lowering/ToGPU/KdaGpuProgram.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Diagnostics.h"
@@ -35,18 +36,6 @@ Type elementTypeOf(MLIRContext *ctx, rt::DType d) {
   }
 }
 
-/// `t` as `element` (arith.truncf / extf on the tensor; the elementwise
-/// conversion to linalg picks it up later).
-Value convert(OpBuilder &b, Location loc, Value t, Type element) {
-  auto type = cast<RankedTensorType>(t.getType());
-  if (type.getElementType() == element)
-    return t;
-  Type to = type.clone(element);
-  if (element.getIntOrFloatBitWidth() < type.getElementTypeBitWidth())
-    return arith::TruncFOp::create(b, loc, to, t);
-  return arith::ExtFOp::create(b, loc, to, t);
-}
-
 struct KimiGpuKdaKernels
     : kimi::impl::KimiGpuKdaKernelsBase<KimiGpuKdaKernels> {
   using Base::Base;
@@ -66,31 +55,11 @@ struct KimiGpuKdaKernels
     Location loc = op.getLoc();
     OpBuilder b(op);
     auto qType = cast<RankedTensorType>(op.getQ().getType());
-    const bool prefill = qType.getDimSize(1) != 1 || op.getCuSeqlens();
     // The prefill kernels read bf16 q/k/v/beta and write a bf16 output.
     Type act = qType.getElementType();
-    Type kernelAct = prefill && act.isF32() ? b.getBF16Type() : act;
     SmallVector<Operation *> created;
-    auto as = [&](Value v) {
-      Value c = convert(b, loc, v, kernelAct);
-      if (c != v)
-        created.push_back(c.getDefiningOp());
-      return c;
-    };
-    SmallVector<Value> operands(op->getOperands());
-    operands[0] = as(op.getQ());
-    operands[1] = as(op.getK());
-    operands[2] = as(op.getV());
-    operands[4] = as(op.getBeta());
-    OperationState state(loc, op->getName());
-    state.addOperands(operands);
-    state.addTypes({cast<RankedTensorType>(op.getOut().getType()).clone(kernelAct),
-                    op.getFinalState().getType()});
-    state.propertiesAttr = op->getPropertiesAsAttribute();
-    for (NamedAttribute a : op->getDiscardableAttrs())
-      state.addAttribute(a.getName(), a.getValue());
-    auto kernelOp = cast<KdaOp>(b.create(state));
-    created.push_back(kernelOp);
+    KdaOp kernelOp = kimi::gpu::cloneKdaWithActivations(
+        b, op, kimi::gpu::kdaKernelActivationType(op), created);
 
     // Planning: a shape the generators do not cover stays for kimi-lower-kda.
     std::string why;
@@ -258,7 +227,7 @@ struct KimiGpuKdaKernels
     };
     Value out = asTensor(outBuffer, kernelOp.getOut().getType());
     Value finalState = asTensor(stateBuffer, kernelOp.getFinalState().getType());
-    op.getOut().replaceAllUsesWith(convert(b, loc, out, act));
+    op.getOut().replaceAllUsesWith(kimi::gpu::convertElementType(b, loc, out, act));
     op.getFinalState().replaceAllUsesWith(finalState);
     kernelOp.erase();
     op.erase();

@@ -178,6 +178,13 @@ cl::opt<bool> mxfp4Experts("mxfp4-experts",
                                     "on; =false keeps them in the dense "
                                     "weight type)"),
                            cl::init(true), cl::cat(category));
+cl::opt<bool> kdaBf16Io(
+    "kda-bf16-io",
+    cl::desc("Round kimi.kda's q/k/v/beta and prefill output through bf16, as "
+             "the Hopper KDA kernels read and write them (kimi-kda-bf16-io): "
+             "the CPU reference of a GPU model compiled with "
+             "--gpu-kda-kernels"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> decodeBatch("decode-batch",
                              cl::desc("Sequences per @decode step (default: "
                                       "--batch)"),
@@ -213,9 +220,9 @@ cl::opt<bool> gpuCublas(
 cl::opt<bool> gpuKdaKernels(
     "gpu-kda-kernels",
     cl::desc("--target sm_90a models: run kimi.kda through the generated KDA "
-             "kernels (experimental, default off: the model's logits do not "
-             "match the CPU target yet; off lowers it through linalg like "
-             "the other ops)"),
+             "kernels (experimental, default off: not yet checked against "
+             "the CPU reference with the same bf16 rounding, --kda-bf16-io; "
+             "off lowers it through linalg like the other ops)"),
     cl::init(false), cl::cat(category));
 cl::opt<int64_t> gpuDenseExpertsMinTokens(
     "gpu-dense-experts-min-tokens",
@@ -390,6 +397,9 @@ int main(int argc, char **argv) {
                   "diagnostics above)");
   }
   if (cpu) {
+    std::string front = frontPipeline;
+    if (kdaBf16Io)
+      front += std::string(front.empty() ? "" : ",") + "kimi-kda-bf16-io";
     // The artifact's signatures come from the imported IR, before lowering.
     rt::ArtifactSpec spec;
     if (emit == Emit::Artifact) {
@@ -408,7 +418,7 @@ int main(int argc, char **argv) {
       if (emit == Emit::SharedObject && outputPath == "-")
         return fail("the shared object is binary: name the output file with -o");
       kimi::gpu::ModelGpuCodegenOptions codegen;
-      codegen.frontPipeline = frontPipeline;
+      codegen.frontPipeline = front;
       codegen.cubin = !gpuNoCubin();
       if (gpuMatmulPrecision != "f32" && gpuMatmulPrecision != "tf32")
         return fail("--gpu-matmul-precision must be f32 or tf32, got '" +
@@ -440,7 +450,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     CpuCodegenOptions codegen;
-    codegen.frontPipeline = frontPipeline;
+    codegen.frontPipeline = front;
     if (gpuDenseExpertsMinTokens.getNumOccurrences())
       codegen.denseExpertsMinTokens = gpuDenseExpertsMinTokens;
     std::string llvmIR;
