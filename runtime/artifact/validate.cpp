@@ -56,8 +56,9 @@ Status validateSpec(const TensorSpec &spec, const ModelInfo &model,
   case TensorRole::kTokens:
     if (spec.dtype != DType::kI32)
       return fail(where, "tokens must be i32, got " + dtypeName(spec.dtype));
-    if (spec.shape.size() != 2 || spec.shape[0] != 1)
-      return fail(where, "tokens must have shape [1, T], got " + shape);
+    if (spec.shape.size() != 2 || isDynamic(spec.shape[0]))
+      return fail(where, "tokens must have shape [B, T] with a static batch "
+                         "B, got " + shape);
     break;
   case TensorRole::kLogits:
     if (spec.dtype != DType::kF32)
@@ -67,9 +68,8 @@ Status validateSpec(const TensorSpec &spec, const ModelInfo &model,
                              std::to_string(model.vocabSize) + ", got " + shape);
     if (dynamic > 1)
       return fail(where, "logits may have one dynamic dimension, got " + shape);
-    for (size_t i = 0; i + 1 < spec.shape.size(); ++i)
-      if (spec.shape[i] != 1 && !isDynamic(spec.shape[i]))
-        return fail(where, "logits must have shape [1.., T, V], got " + shape);
+    if (spec.shape.size() != 3)
+      return fail(where, "logits must have shape [B, T, V], got " + shape);
     break;
   case TensorRole::kState:
     if (dynamic)
@@ -79,13 +79,9 @@ Status validateSpec(const TensorSpec &spec, const ModelInfo &model,
     if (dynamic != 1 || spec.shape.size() < 2)
       return fail(where, "cache must have exactly one dynamic (token) dimension "
                          "and rank >= 2, got " + shape);
-    size_t axis = 0;
-    while (!isDynamic(spec.shape[axis]))
-      ++axis;
-    for (size_t i = 0; i < axis; ++i)
-      if (spec.shape[i] != 1)
-        return fail(where, "cache dimensions before the token dimension must "
-                           "be 1 (batch 1), got " + shape);
+    if (isDynamic(spec.shape[0]) || !isDynamic(spec.shape[1]))
+      return fail(where, "cache must have shape [B, L, ...] with a static "
+                         "batch B and the dynamic length L, got " + shape);
     break;
   }
   }
@@ -140,6 +136,22 @@ Status validateEntry(const EntrySpec &entry, size_t index,
       return fail(where, "needs exactly one logits output, has " +
                              std::to_string(logits));
   }
+  // Every sequence-carrying tensor leads with the tokens' batch.
+  const int64_t batch = entry.inputs[0].shape[0];
+  for (int io = 0; io < 2; ++io) {
+    const auto &specs = io == 0 ? entry.inputs : entry.outputs;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const TensorSpec &spec = specs[i];
+      if (spec.role == TensorRole::kTokens || spec.shape.empty() ||
+          spec.shape[0] == batch)
+        continue;
+      return fail(where + ": " + (io == 0 ? "input " : "output ") +
+                      std::to_string(i) + " " + quoted(spec.name),
+                  std::string(roleName(spec.role)) + " " +
+                      shapeToString(spec.shape) + " does not lead with the "
+                      "batch " + std::to_string(batch) + " of the tokens");
+    }
+  }
   return Status::ok();
 }
 
@@ -158,8 +170,13 @@ Status validateSessionContract(const ArtifactSpec &artifact) {
   if (prefill->inputs.size() != 1) {
     if (prefill->inputs[0].shape.size() != 2 || prefill->inputs[0].shape[1] < 1)
       return invalidArtifact("entry 'prefill': a stateful prefill needs tokens "
-                             "of a static shape [1, C], got " +
+                             "of a static shape [B, C], got " +
                              shapeToString(prefill->inputs[0].shape));
+    if (prefill->inputs[0].shape[0] != decodeTokens.shape[0])
+      return invalidArtifact(
+          "entry 'prefill': a stateful prefill steps decode's sequences, but "
+          "its batch " + std::to_string(prefill->inputs[0].shape[0]) +
+          " is not decode's " + std::to_string(decodeTokens.shape[0]));
     if (prefill->inputs.size() != decode->inputs.size())
       return invalidArtifact("entry 'prefill': takes " +
                              std::to_string(prefill->inputs.size()) +

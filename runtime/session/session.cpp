@@ -51,6 +51,15 @@ Session::create(std::shared_ptr<const Executable> executable) {
   s->decode_ = a.findEntry("decode");
   if (!s->prefill_ || !s->decode_)
     return invalidArtifact("session: the artifact needs 'prefill' and 'decode'");
+  for (const EntrySpec *e : {s->prefill_, s->decode_})
+    if (e->inputs[0].shape[0] != 1)
+      return invalidArgument(
+          "session: entry " + quoted(e->name) + " takes a batch of " +
+          std::to_string(e->inputs[0].shape[0]) +
+          " sequences per rank; a session runs one (kimi-compile --batch 1, "
+          "or with --strategy dp one per data-parallel group; a batched "
+          "artifact's entries can be called directly, as kimi-bench-model "
+          "does)");
   s->prefillLogits_ = logitsIndex(*s->prefill_);
   s->decodeLogits_ = logitsIndex(*s->decode_);
   s->vocab_ = a.model.vocabSize;

@@ -1,6 +1,7 @@
 //===- session.h - One generation sequence ----------------------*- C++ -*-===//
 //
-// Session semantics of docs/runtime-abi.md (batch 1):
+// Session semantics of docs/runtime-abi.md (one sequence: entries of batch 1;
+// Session::create refuses batched artifacts):
 //  * prefill(tokens[T]) runs `prefill` on a fresh sequence, keeps the returned
 //    states and cache rows, and returns logits [T, V];
 //  * decodeStep(token) runs `decode` with the session's states and whole

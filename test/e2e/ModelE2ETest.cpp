@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <random>
 #include <unistd.h>
 
@@ -120,8 +122,8 @@ protected:
   /// f32 rounding, which makes the logits discontinuous there. Draws again
   /// (from the same seeded stream) until every routing margin of the
   /// reference exceeds 1e-4, far above f32's ~1e-7 relative error.
-  std::vector<int32_t> randomTokens(size_t n) {
-    std::mt19937 rng(seed);
+  std::vector<int32_t> randomTokens(size_t n, unsigned stream = 0) {
+    std::mt19937 rng(seed + stream);
     reference::ReferenceModel ref(config, weights);
     std::vector<int32_t> tokens(n);
     for (int attempt = 0; attempt < 50; ++attempt) {
@@ -201,6 +203,119 @@ TEST_P(ModelE2E, PrefillThenDecodeEqualsLongerPrefill) {
         << "decode step at position " << t;
   }
   EXPECT_EQ(split.value()->length(), 130);
+}
+
+/// An artifact compiled with --batch 3 steps three sequences at once: its
+/// prefill chunk and decode steps give each sequence the logits that a
+/// batch-1 session gives it alone (f32, other summation orders), states and
+/// caches carried per sequence through the entries' batch dimension.
+TEST_P(ModelE2E, BatchedEntriesMatchOneSequenceEach) {
+  if (GetParam().name != std::string("k3-tiny"))
+    GTEST_SKIP() << "the batch-3 artifact is built for k3-tiny";
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto single = load();
+  ASSERT_TRUE(single.isOk()) << single.status().message();
+  StatusOr<ArtifactSpec> b3 =
+      ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/k3-tiny-b3.kimi");
+  ASSERT_TRUE(b3.isOk()) << b3.status().message();
+  auto batchedSpec = std::make_shared<const ArtifactSpec>(std::move(b3.value()));
+  auto loader = WeightLoader::open({weightFile});
+  ASSERT_TRUE(loader.isOk()) << loader.status().message();
+  auto batched = CpuExecutable::create(batchedSpec, *loader.value());
+  ASSERT_TRUE(batched.isOk()) << batched.status().message();
+
+  const EntrySpec *prefill = batchedSpec->findEntry("prefill");
+  const EntrySpec *decode = batchedSpec->findEntry("decode");
+  ASSERT_TRUE(prefill && decode);
+  const int64_t B = 3, C = prefill->inputs[0].shape[1], steps = 3;
+  ASSERT_EQ(prefill->inputs[0].shape[0], B);
+  const int64_t V = config.vocab;
+
+  // One sequence alone, through a session: C prompt tokens, then `steps`
+  // decode steps.
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> want;
+  for (unsigned b = 0; b < B; ++b) {
+    tokens.push_back(randomTokens(size_t(C + steps), 17 * (b + 1)));
+    auto session = Session::create(single.value());
+    ASSERT_TRUE(session.isOk()) << session.status().message();
+    StatusOr<LogitsView> l = session.value()->prefill(tokens[b].data(), C);
+    ASSERT_TRUE(l.isOk()) << l.status().message();
+    want.emplace_back(l.value().data, l.value().data + C * V);
+    for (int64_t t = C; t < C + steps; ++t) {
+      StatusOr<LogitsView> d = session.value()->decodeStep(tokens[b][t]);
+      ASSERT_TRUE(d.isOk()) << d.status().message();
+      want[b].insert(want[b].end(), d.value().data, d.value().data + V);
+    }
+  }
+
+  // All three at once from zero states and empty caches (length 0); the
+  // carried tensors are matched by name between outputs and inputs.
+  std::map<std::string, HostTensor> carried;
+  for (size_t i = 1; i < prefill->inputs.size(); ++i) {
+    const TensorSpec &spec = prefill->inputs[i];
+    HostTensor t{spec.dtype, spec.shape, {}};
+    for (int64_t &d : t.shape)
+      if (d == -1)
+        d = 0;
+    size_t bytes = dtypeSize(spec.dtype);
+    for (int64_t d : t.shape)
+      bytes *= size_t(d);
+    auto buffer = HostBuffer::allocate(bytes);
+    ASSERT_TRUE(buffer.isOk());
+    t.buffer = *buffer;
+    carried[spec.name] = t;
+  }
+  std::vector<std::vector<float>> got(B);
+  auto step = [&](const EntrySpec &entry, int64_t n, int64_t from) {
+    auto tok = HostBuffer::allocate(size_t(B * n) * 4);
+    ASSERT_TRUE(tok.isOk());
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(tok->data + b * n * 4, tokens[b].data() + from, n * 4);
+    HostTensor tt{DType::kI32, {B, n}, *tok};
+    std::vector<const HostTensor *> in = {&tt};
+    for (size_t i = 1; i < entry.inputs.size(); ++i)
+      in.push_back(&carried.at(entry.inputs[i].name));
+    std::vector<HostTensor> outs;
+    Status s = batched.value()->run(entry.name, in, n, outs);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    ASSERT_EQ(outs[0].bytes(), size_t(B * n * V) * 4);
+    const float *logits = reinterpret_cast<const float *>(outs[0].data());
+    for (int64_t b = 0; b < B; ++b)
+      got[b].insert(got[b].end(), logits + b * n * V, logits + (b + 1) * n * V);
+    for (size_t o = 1; o < entry.outputs.size(); ++o) {
+      const TensorSpec &spec = entry.outputs[o];
+      HostTensor &prev = carried.at(spec.name);
+      if (spec.role == TensorRole::kState) {
+        prev = std::move(outs[o]);
+        continue;
+      }
+      // A cache [B, L, ...] grows by the step's rows of each sequence.
+      const int64_t rows = prev.shape[1], added = outs[o].shape[1];
+      const size_t row = prev.shape[1] ? prev.bytes() / size_t(B * rows)
+                                       : outs[o].bytes() / size_t(B * added);
+      auto grown = HostBuffer::allocate(size_t(B * (rows + added)) * row);
+      ASSERT_TRUE(grown.isOk());
+      for (int64_t b = 0; b < B; ++b) {
+        std::memcpy(grown->data + size_t(b * (rows + added)) * row,
+                    prev.data() + size_t(b * rows) * row, size_t(rows) * row);
+        std::memcpy(grown->data + size_t(b * (rows + added) + rows) * row,
+                    outs[o].data() + size_t(b * added) * row, size_t(added) * row);
+      }
+      prev.buffer = *grown;
+      prev.shape[1] = rows + added;
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(step(*prefill, C, 0));
+  for (int64_t t = C; t < C + steps; ++t)
+    ASSERT_NO_FATAL_FAILURE(step(*decode, 1, t));
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> wantD(want[b].begin(), want[b].end());
+    ASSERT_EQ(got[b].size(), wantD.size());
+    EXPECT_LT(relativeError(got[b].data(), wantD, 0, wantD.size()), 1e-4)
+        << "sequence " << b;
+  }
 }
 
 TEST_P(ModelE2E, BadTokensAndWeightsAreRefusedByName) {

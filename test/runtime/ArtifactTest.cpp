@@ -80,6 +80,23 @@ void expectSameSpecs(const std::vector<TensorSpec> &a, const std::vector<TensorS
 
 } // namespace
 
+TEST(Artifact, BatchedEntriesValidate) {
+  // Every tensor of both entries leads with the batch B = 4 (a model
+  // compiled with --batch 4, driven by direct entry calls).
+  ArtifactSpec in = sampleSpec();
+  for (EntrySpec &e : in.entries)
+    for (auto *specs : {&e.inputs, &e.outputs})
+      for (TensorSpec &t : *specs)
+        t.shape[0] = 4;
+  ArtifactWriter w(std::move(in));
+  w.setMemoryPlanFromEntries();
+  auto bytes = w.finish();
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  auto read = ArtifactReader::readBytes(bytes->data(), bytes->size());
+  ASSERT_TRUE(read.isOk()) << read.status().message();
+  EXPECT_EQ(read.value().entries[1].inputs[0].shape[0], 4);
+}
+
 TEST(Artifact, GridAndDataParallelRoundTrip) {
   // A 2 x 4 grid whose outer axis carries two data-parallel groups.
   ArtifactSpec in = sampleSpec();
@@ -273,6 +290,12 @@ TEST(Artifact, SemanticChecksNameWhatAndWhere) {
        "most 4 axes)"},
       {"data parallel", [](ArtifactSpec &a) { a.target.dataParallel = 2; },
        "target: data_parallel 2 does not divide num_ranks 1"},
+      {"batch", [](ArtifactSpec &a) { a.entries[1].inputs[1].shape[0] = 2; },
+       "entry 1 'decode': input 1 'layers.0.kda_state': state [2, 2, 16, 16] "
+       "does not lead with the batch 1 of the tokens"},
+      {"cache batch", [](ArtifactSpec &a) { a.entries[1].inputs[3].shape = {-1, 1, 40}; },
+       "cache must have shape [B, L, ...] with a static batch B and the "
+       "dynamic length L, got [-1, 1, 40]"},
   };
   for (const SemanticCase &c : cases) {
     ArtifactSpec spec = sampleSpec();

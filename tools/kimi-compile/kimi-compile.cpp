@@ -364,13 +364,6 @@ int main(int argc, char **argv) {
   options.decodeBatch = decodeBatch.getNumOccurrences()
                             ? decodeBatch.getValue()
                             : options.prefillBatch;
-  if (emit == Emit::Artifact && options.prefillBatch != dataParallel)
-    return fail("--batch " + std::to_string(options.prefillBatch) +
-                " over " + std::to_string(dataParallel) +
-                " data-parallel group(s): the runtime's sessions run one "
-                "sequence per group, so an artifact needs --batch " +
-                std::to_string(dataParallel) +
-                " (other batches: --emit=kimi, so or llvm)");
   options.prefillChunk = cpu && prefillChunk == 0 ? (gpu ? 256 : 64)
                                                   : prefillChunk.getValue();
   mlir::DialectRegistry registry;
