@@ -339,15 +339,10 @@ Status GpuModelExecutable::run(const std::string &entryName,
                                int64_t tokens,
                                std::vector<HostTensor> &outputs) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const EntrySpec *entry = artifact_->findEntry(entryName);
-  auto fn = entries_.find(entryName);
-  if (!entry || fn == entries_.end())
-    return invalidArgument("no entry " + quoted(entryName) + " in the artifact");
+  KIMI_ASSIGN_OR_RETURN(const EntrySpec *entry,
+                        entryForCall(*artifact_, entryName, inputs.size()));
+  auto fn = entries_.find(entryName); // every entry was resolved at load
   const std::string label = "entry " + quoted(entryName);
-  if (inputs.size() != entry->inputs.size())
-    return invalidArgument(label + ": " + std::to_string(inputs.size()) +
-                           " inputs given, signature has " +
-                           std::to_string(entry->inputs.size()));
   KIMI_RETURN_IF_ERROR(device_->makeCurrent());
   const CudaDriver &d = device_->driver();
 

@@ -8,6 +8,20 @@
 
 namespace kimi::rt {
 
+StatusOr<const EntrySpec *> entryForCall(const ArtifactSpec &artifact,
+                                         const std::string &entry,
+                                         size_t inputCount) {
+  const EntrySpec *spec = artifact.findEntry(entry);
+  if (!spec)
+    return invalidArgument("no entry " + quoted(entry) + " in the artifact");
+  if (inputCount != spec->inputs.size())
+    return invalidArgument("entry " + quoted(entry) + ": " +
+                           std::to_string(inputCount) +
+                           " inputs given, signature has " +
+                           std::to_string(spec->inputs.size()));
+  return spec;
+}
+
 Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
                        const std::string &where) {
   if (!t)

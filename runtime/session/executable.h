@@ -41,6 +41,13 @@ public:
   virtual std::string deviceName() const = 0;
 };
 
+/// The signature of entry `entry` for a call with `inputCount` inputs; an
+/// invalid-argument error naming the entry when it does not exist or takes
+/// another number of inputs.
+StatusOr<const EntrySpec *> entryForCall(const ArtifactSpec &artifact,
+                                         const std::string &entry,
+                                         size_t inputCount);
+
 /// Checks input `t` against its signature `spec` (dtype, rank, static
 /// dims, byte size); `where` names it in the error.
 Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
