@@ -157,6 +157,20 @@ kimi_status kimi_session_prefill(kimi_session *session, const int32_t *tokens,
   return report(r.isOk() ? Status::ok() : r.status());
 }
 
+int64_t kimi_session_batch(const kimi_session *session) {
+  return session ? session->session->batch() : 0;
+}
+
+kimi_status kimi_session_decode(kimi_session *session, const int32_t *tokens,
+                                size_t count) {
+  if (!session)
+    return nullArgument("kimi_session_decode", "session");
+  if (!tokens)
+    return nullArgument("kimi_session_decode", "tokens");
+  StatusOr<LogitsView> r = session->session->decode(tokens, count);
+  return report(r.isOk() ? Status::ok() : r.status());
+}
+
 kimi_status kimi_session_decode_step(kimi_session *session, int32_t token) {
   if (!session)
     return nullArgument("kimi_session_decode_step", "session");

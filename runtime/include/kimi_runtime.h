@@ -90,10 +90,18 @@ KIMI_API kimi_status kimi_session_create(const kimi_artifact *artifact,
                                          size_t num_paths, kimi_session **out);
 KIMI_API void kimi_session_destroy(kimi_session *session);
 
-/* Starts a new sequence with `count` >= 1 tokens; logits become [count, V]. */
+/* Sequences the session steps together: the artifact's batch B
+ * (kimi-compile --batch B; 1 by default). */
+KIMI_API int64_t kimi_session_batch(const kimi_session *session);
+/* Starts B new sequences from `count` = B * T tokens (T >= 1; sequence b is
+ * tokens[b*T .. (b+1)*T)); logits become [B * T, V], sequence-major. */
 KIMI_API kimi_status kimi_session_prefill(kimi_session *session,
                                           const int32_t *tokens, size_t count);
-/* Appends one token; logits become [1, V]. Needs a prefill (or restore) first. */
+/* Appends one token to every sequence (`count` = B); logits become [B, V].
+ * Needs a prefill (or restore) first. */
+KIMI_API kimi_status kimi_session_decode(kimi_session *session,
+                                         const int32_t *tokens, size_t count);
+/* kimi_session_decode of a one-sequence session (B = 1). */
 KIMI_API kimi_status kimi_session_decode_step(kimi_session *session,
                                               int32_t token);
 /* The logits of the last prefill/decode (row-major [rows, vocab]); owned by
@@ -102,7 +110,7 @@ KIMI_API kimi_status kimi_session_logits(const kimi_session *session,
                                          const float **logits, size_t *rows,
                                          size_t *vocab);
 KIMI_API int64_t kimi_session_vocab_size(const kimi_session *session);
-/* Tokens in the current sequence. */
+/* Tokens in each current sequence. */
 KIMI_API int64_t kimi_session_length(const kimi_session *session);
 
 /* A copy of the sequence state (states, caches, last logits row). It can be

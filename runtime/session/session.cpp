@@ -51,15 +51,7 @@ Session::create(std::shared_ptr<const Executable> executable) {
   s->decode_ = a.findEntry("decode");
   if (!s->prefill_ || !s->decode_)
     return invalidArtifact("session: the artifact needs 'prefill' and 'decode'");
-  for (const EntrySpec *e : {s->prefill_, s->decode_})
-    if (e->inputs[0].shape[0] != 1)
-      return invalidArgument(
-          "session: entry " + quoted(e->name) + " takes a batch of " +
-          std::to_string(e->inputs[0].shape[0]) +
-          " sequences per rank; a session runs one (kimi-compile --batch 1, "
-          "or with --strategy dp one per data-parallel group; a batched "
-          "artifact's entries can be called directly, as kimi-bench-model "
-          "does)");
+  s->batch_ = s->decode_->inputs[0].shape[0]; // prefill's too (validated)
   s->prefillLogits_ = logitsIndex(*s->prefill_);
   s->decodeLogits_ = logitsIndex(*s->decode_);
   s->vocab_ = a.model.vocabSize;
@@ -91,6 +83,27 @@ Session::create(std::shared_ptr<const Executable> executable) {
   return s;
 }
 
+namespace {
+/// Appends `added` rows per sequence to a [B, rows, ...] cache.
+void appendCacheRows(std::vector<uint8_t> &cache, const uint8_t *added,
+                     size_t addedBytes, int64_t batch) {
+  if (batch == 1) {
+    cache.insert(cache.end(), added, added + addedBytes);
+    return;
+  }
+  const size_t oldPer = cache.size() / size_t(batch);
+  const size_t addPer = addedBytes / size_t(batch);
+  std::vector<uint8_t> grown(cache.size() + addedBytes);
+  for (size_t b = 0; b < size_t(batch); ++b) {
+    std::memcpy(grown.data() + b * (oldPer + addPer), cache.data() + b * oldPer,
+                oldPer);
+    std::memcpy(grown.data() + b * (oldPer + addPer) + oldPer,
+                added + b * addPer, addPer);
+  }
+  cache = std::move(grown);
+}
+} // namespace
+
 Status Session::checkTokens(const int32_t *tokens, size_t count) const {
   for (size_t i = 0; i < count; ++i)
     if (tokens[i] < 0 || tokens[i] >= vocab_)
@@ -116,16 +129,17 @@ LogitsView Session::logits() const {
   if (logitsRows_ > 0)
     return {reinterpret_cast<const float *>(logits_.data()), logitsRows_, vocab_};
   if (!restoredLogits_.empty())
-    return {restoredLogits_.data(), 1, vocab_};
+    return {restoredLogits_.data(), batch_, vocab_};
   return {nullptr, 0, vocab_};
 }
 
 StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
                                    int64_t count) {
   const EntrySpec &entry = usePrefill ? *prefill_ : *decode_;
-  KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(count * 4));
-  std::memcpy(tokBuf.data, tokens, count * 4);
-  HostTensor tok{DType::kI32, {1, count}, tokBuf};
+  KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf,
+                        HostBuffer::allocate(size_t(batch_ * count) * 4));
+  std::memcpy(tokBuf.data, tokens, size_t(batch_ * count) * 4);
+  HostTensor tok{DType::kI32, {batch_, count}, tokBuf};
 
   // Inputs in the entry's signature order.
   std::vector<HostTensor> cacheViews(slots_.size());
@@ -153,18 +167,20 @@ StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
   std::vector<HostTensor> outs;
   KIMI_RETURN_IF_ERROR(exe_->run(entry.name, inputs, count, outs));
   size_t logitsAt = usePrefill ? prefillLogits_ : decodeLogits_;
-  if (outs[logitsAt].bytes() != static_cast<size_t>(count * vocab_) * sizeof(float))
+  if (outs[logitsAt].bytes() !=
+      static_cast<size_t>(batch_ * count * vocab_) * sizeof(float))
     return executionError("entry '" + entry.name + "': logits " +
                           shapeToString(outs[logitsAt].shape) + " hold " +
                           std::to_string(outs[logitsAt].bytes() / 4) +
-                          " values, expected " + std::to_string(count) + " x " +
+                          " values, expected " + std::to_string(batch_) +
+                          " x " + std::to_string(count) + " x " +
                           std::to_string(vocab_));
   for (size_t i = 0; i < slots_.size(); ++i) {
     HostTensor &out = outs[usePrefill ? slots_[i].prefillOut : slots_[i].decodeOut];
     if (slots_[i].role == TensorRole::kState)
       states_[i] = std::move(out);
     else
-      caches_[i].insert(caches_[i].end(), out.data(), out.data() + out.bytes());
+      appendCacheRows(caches_[i], out.data(), out.bytes(), batch_);
   }
   return std::move(outs[logitsAt]);
 }
@@ -174,12 +190,19 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
     return invalidArgument("prefill needs at least one token");
   if (!tokens)
     return invalidArgument("prefill: null token array");
-  KIMI_RETURN_IF_ERROR(checkTokens(tokens, count));
-  if (maxPositions_ > 0 && static_cast<int64_t>(count) > maxPositions_)
+  if (count % size_t(batch_))
     return invalidArgument("prefill of " + std::to_string(count) +
+                           " tokens: the session steps " +
+                           std::to_string(batch_) +
+                           " sequences of equal length, so the count must "
+                           "be a multiple of " + std::to_string(batch_));
+  KIMI_RETURN_IF_ERROR(checkTokens(tokens, count));
+  // Tokens per sequence.
+  const int64_t t = static_cast<int64_t>(count) / batch_;
+  if (maxPositions_ > 0 && t > maxPositions_)
+    return invalidArgument("prefill of " + std::to_string(t) +
                            " tokens exceeds max_position_embeddings " +
                            std::to_string(maxPositions_));
-  const int64_t t = static_cast<int64_t>(count);
   auto start = std::chrono::steady_clock::now();
 
   if (prefillChunk_ > 0) {
@@ -203,36 +226,47 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
       states_[i] = HostTensor{slots_[i].spec.dtype, slots_[i].spec.shape,
                               *zero};
     }
-    auto all = HostBuffer::allocate(static_cast<size_t>(t * vocab_) * 4);
+    auto all =
+        HostBuffer::allocate(static_cast<size_t>(batch_ * t * vocab_) * 4);
     if (!all.isOk()) {
       restore();
       return all.status();
     }
+    std::vector<int32_t> part;
     int64_t done = 0;
     while (done < t) {
       bool chunk = t - done >= prefillChunk_;
       int64_t n = chunk ? prefillChunk_ : 1;
-      StatusOr<HostTensor> rows = step(chunk, tokens + done, n);
+      // Tokens [done, done + n) of every sequence.
+      part.resize(size_t(batch_ * n));
+      for (int64_t b = 0; b < batch_; ++b)
+        std::memcpy(part.data() + b * n, tokens + b * t + done, size_t(n) * 4);
+      StatusOr<HostTensor> rows = step(chunk, part.data(), n);
       if (!rows.isOk()) {
         restore();
         return rows.status();
       }
-      std::memcpy(all->data + done * vocab_ * 4, rows->data(), rows->bytes());
+      const size_t rowBytes = size_t(vocab_) * 4;
+      for (int64_t b = 0; b < batch_; ++b)
+        std::memcpy(all->data + size_t(b * t + done) * rowBytes,
+                    rows->data() + size_t(b * n) * rowBytes, size_t(n) * rowBytes);
       done += n;
     }
-    logits_ = HostTensor{DType::kF32, {1, t, vocab_}, *all};
+    logits_ = HostTensor{DType::kF32, {batch_, t, vocab_}, *all};
   } else {
     KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(count * 4));
     std::memcpy(tokBuf.data, tokens, count * 4);
-    HostTensor tok{DType::kI32, {1, t}, tokBuf};
+    HostTensor tok{DType::kI32, {batch_, t}, tokBuf};
     std::vector<HostTensor> outs;
     KIMI_RETURN_IF_ERROR(exe_->run("prefill", {&tok}, t, outs));
     const HostTensor &newLogits = outs[prefillLogits_];
-    if (newLogits.bytes() != static_cast<size_t>(t * vocab_) * sizeof(float))
+    if (newLogits.bytes() !=
+        static_cast<size_t>(batch_ * t * vocab_) * sizeof(float))
       return executionError("entry 'prefill': logits " +
                             shapeToString(newLogits.shape) + " hold " +
                             std::to_string(newLogits.bytes() / 4) +
-                            " values, expected " + std::to_string(t) + " x " +
+                            " values, expected " + std::to_string(batch_) +
+                            " x " + std::to_string(t) + " x " +
                             std::to_string(vocab_));
     for (size_t i = 0; i < slots_.size(); ++i) {
       HostTensor &out = outs[slots_[i].prefillOut];
@@ -247,36 +281,43 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
     logits_ = std::move(outs[prefillLogits_]);
   }
   const double seconds = secondsSince(start);
-  logitsRows_ = t;
+  logitsRows_ = batch_ * t;
   restoredLogits_.clear();
   started_ = true;
   length_ = t;
   counters_.prefillCalls += 1;
-  counters_.prefillTokens += t;
+  counters_.prefillTokens += batch_ * t;
   counters_.prefillSeconds += seconds;
   updateMemory();
   return logits();
 }
 
-StatusOr<LogitsView> Session::decodeStep(int32_t token) {
+StatusOr<LogitsView> Session::decode(const int32_t *tokens, size_t count) {
   if (!started_)
     return failedPrecondition("decode step before prefill: the session has no "
                               "sequence yet");
-  KIMI_RETURN_IF_ERROR(checkTokens(&token, 1));
+  if (!tokens)
+    return invalidArgument("decode: null token array");
+  if (static_cast<int64_t>(count) != batch_)
+    return invalidArgument("decode step with " + std::to_string(count) +
+                           " tokens: the session steps " +
+                           std::to_string(batch_) +
+                           " sequences, one token each");
+  KIMI_RETURN_IF_ERROR(checkTokens(tokens, count));
   if (maxPositions_ > 0 && length_ + 1 > maxPositions_)
     return invalidArgument("decode step at position " + std::to_string(length_) +
                            " exceeds max_position_embeddings " +
                            std::to_string(maxPositions_));
   // step() changes states and caches only after the call succeeded.
   auto start = std::chrono::steady_clock::now();
-  KIMI_ASSIGN_OR_RETURN(HostTensor rows, step(false, &token, 1));
+  KIMI_ASSIGN_OR_RETURN(HostTensor rows, step(false, tokens, 1));
   const double seconds = secondsSince(start);
   logits_ = std::move(rows);
-  logitsRows_ = 1;
+  logitsRows_ = batch_;
   restoredLogits_.clear();
   length_ += 1;
   counters_.decodeCalls += 1;
-  counters_.decodeTokens += 1;
+  counters_.decodeTokens += batch_;
   counters_.decodeSeconds += seconds;
   updateMemory();
   return logits();
@@ -290,9 +331,13 @@ StatusOr<SessionSnapshot> Session::saveState() const {
   snap.states = states_; // immutable buffers: sharing is copying
   snap.caches = caches_;
   snap.length = length_;
+  // The last row of every sequence (rows are sequence-major).
   LogitsView l = logits();
-  if (l.rows > 0)
-    snap.lastLogits.assign(l.data + (l.rows - 1) * vocab_, l.data + l.rows * vocab_);
+  const int64_t perSequence = l.rows / batch_;
+  for (int64_t b = 0; b < batch_ && perSequence > 0; ++b) {
+    const float *last = l.data + ((b + 1) * perSequence - 1) * vocab_;
+    snap.lastLogits.insert(snap.lastLogits.end(), last, last + vocab_);
+  }
   return snap;
 }
 
@@ -303,10 +348,11 @@ Status Session::restoreState(const SessionSnapshot &snap) {
                            std::to_string(snap.states.size()) +
                            " slots, this session " +
                            std::to_string(slots_.size()));
-  if (static_cast<int64_t>(snap.lastLogits.size()) != vocab_)
+  if (static_cast<int64_t>(snap.lastLogits.size()) != batch_ * vocab_)
     return invalidArgument(what + "snapshot logits have " +
                            std::to_string(snap.lastLogits.size()) +
-                           " values, vocab size is " + std::to_string(vocab_));
+                           " values, expected " + std::to_string(batch_) +
+                           " sequences x vocab size " + std::to_string(vocab_));
   if (snap.length <= 0 || (maxPositions_ > 0 && snap.length > maxPositions_))
     return invalidArgument(what + "snapshot length " + std::to_string(snap.length) +
                            " is out of range");

@@ -1,12 +1,14 @@
 //===- session.h - One generation sequence ----------------------*- C++ -*-===//
 //
-// Session semantics of docs/runtime-abi.md (one sequence: entries of batch 1;
-// Session::create refuses batched artifacts):
-//  * prefill(tokens[T]) runs `prefill` on a fresh sequence, keeps the returned
-//    states and cache rows, and returns logits [T, V];
-//  * decodeStep(token) runs `decode` with the session's states and whole
-//    caches, replaces the states, appends the returned cache rows, and
-//    returns logits [V];
+// Session semantics of docs/runtime-abi.md. A session steps the B sequences
+// of its artifact's entries together (B = 1 unless compiled with --batch B),
+// all of the same length:
+//  * prefill(tokens[B * T]) runs `prefill` on B fresh sequences of T tokens
+//    each (row-major), keeps the returned states and cache rows, and returns
+//    logits [B, T, V];
+//  * decode(tokens[B]) (decodeStep(token) when B = 1) runs `decode` with the
+//    session's states and whole caches, replaces the states, appends the
+//    returned cache rows of every sequence, and returns logits [B, 1, V];
 //  * token ids outside [0, vocab) are rejected before any call;
 //  * a failed call leaves the session as it was.
 // States and caches are matched by name between the entries. A snapshot
@@ -53,8 +55,8 @@ struct LogitsView {
 struct SessionSnapshot {
   std::vector<HostTensor> states;          // shared, immutable
   std::vector<std::vector<uint8_t>> caches;
-  std::vector<float> lastLogits;           // [V]
-  int64_t length = 0;                      // tokens in the sequence
+  std::vector<float> lastLogits;           // [B, V]
+  int64_t length = 0;                      // tokens in each sequence
   int64_t bytes() const;
 };
 
@@ -63,18 +65,23 @@ public:
   static StatusOr<std::unique_ptr<Session>>
   create(std::shared_ptr<const Executable> executable);
 
-  /// Starts a new sequence with `count` >= 1 tokens; logits [count, V].
+  /// Starts B new sequences from `count` = B * T tokens (T >= 1; sequence b
+  /// is tokens[b*T, (b+1)*T)); logits [B * T, V], sequence-major.
   StatusOr<LogitsView> prefill(const int32_t *tokens, size_t count);
   StatusOr<LogitsView> prefill(const std::vector<int32_t> &tokens) {
     return prefill(tokens.data(), tokens.size());
   }
-  /// Extends the sequence by one token; logits [1, V].
-  StatusOr<LogitsView> decodeStep(int32_t token);
+  /// Extends every sequence by one token (`count` = B); logits [B, V].
+  StatusOr<LogitsView> decode(const int32_t *tokens, size_t count);
+  /// decode() of a one-sequence session.
+  StatusOr<LogitsView> decodeStep(int32_t token) { return decode(&token, 1); }
+  /// Sequences stepped together (the entries' batch).
+  int64_t batch() const { return batch_; }
 
   /// The logits of the last call (rows = 0 before any).
   LogitsView logits() const;
   int64_t vocabSize() const { return vocab_; }
-  /// Tokens in the sequence so far.
+  /// Tokens in each sequence so far.
   int64_t length() const { return length_; }
   const SessionCounters &counters() const { return counters_; }
 
@@ -93,7 +100,7 @@ public:
     size_t prefillOut;   // index in prefill outputs
     size_t decodeIn;     // index in decode inputs
     size_t decodeOut;    // index in decode outputs
-    int64_t rowBytes;    // caches: bytes per token
+    int64_t rowBytes;    // caches: bytes per token position, all B sequences
   };
   const std::vector<Slot> &slots() const { return slots_; }
 
@@ -101,9 +108,10 @@ private:
   Session() = default;
   Status checkTokens(const int32_t *tokens, size_t count) const;
   void updateMemory();
-  /// Runs `count` tokens through `prefill` (a stateful chunk step) or
-  /// `decode` from the current states and caches, replacing the states and
-  /// appending the cache rows; returns the logits [count, V].
+  /// Runs `count` tokens of every sequence (tokens [B, count], row-major)
+  /// through `prefill` (a stateful chunk step) or `decode` from the current
+  /// states and caches, replacing the states and appending each sequence's
+  /// cache rows; returns the logits [B, count, V].
   StatusOr<HostTensor> step(bool usePrefill, const int32_t *tokens,
                             int64_t count);
 
@@ -116,12 +124,13 @@ private:
   int64_t prefillChunk_ = 0;
   int64_t vocab_ = 0;
   int64_t maxPositions_ = 0;
+  int64_t batch_ = 1;
   std::vector<Slot> slots_;
 
   bool started_ = false;
   int64_t length_ = 0;
   std::vector<HostTensor> states_;            // per slot (states only)
-  std::vector<std::vector<uint8_t>> caches_;  // per slot (caches only)
+  std::vector<std::vector<uint8_t>> caches_;  // per slot: [B, L, ...] bytes
   HostTensor logits_;
   int64_t logitsRows_ = 0;
   std::vector<float> restoredLogits_;

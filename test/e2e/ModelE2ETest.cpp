@@ -208,7 +208,8 @@ TEST_P(ModelE2E, PrefillThenDecodeEqualsLongerPrefill) {
 /// An artifact compiled with --batch 3 steps three sequences at once: its
 /// prefill chunk and decode steps give each sequence the logits that a
 /// batch-1 session gives it alone (f32, other summation orders), states and
-/// caches carried per sequence through the entries' batch dimension.
+/// caches carried per sequence through the entries' batch dimension, both
+/// through direct entry calls and through a session of the batched artifact.
 TEST_P(ModelE2E, BatchedEntriesMatchOneSequenceEach) {
   if (GetParam().name != std::string("k3-tiny"))
     GTEST_SKIP() << "the batch-3 artifact is built for k3-tiny";
@@ -315,6 +316,41 @@ TEST_P(ModelE2E, BatchedEntriesMatchOneSequenceEach) {
     ASSERT_EQ(got[b].size(), wantD.size());
     EXPECT_LT(relativeError(got[b].data(), wantD, 0, wantD.size()), 1e-4)
         << "sequence " << b;
+  }
+
+  // The same through a session of the batched artifact: prefill of B * C
+  // tokens (sequence-major), then decode steps of B tokens.
+  auto session = Session::create(batched.value());
+  ASSERT_TRUE(session.isOk()) << session.status().message();
+  ASSERT_EQ(session.value()->batch(), B);
+  std::vector<int32_t> prompt;
+  for (int64_t b = 0; b < B; ++b)
+    prompt.insert(prompt.end(), tokens[b].begin(), tokens[b].begin() + C);
+  std::vector<std::vector<float>> viaSession(B);
+  StatusOr<LogitsView> p = session.value()->prefill(prompt);
+  ASSERT_TRUE(p.isOk()) << p.status().message();
+  ASSERT_EQ(p.value().rows, B * C);
+  for (int64_t b = 0; b < B; ++b)
+    viaSession[b].assign(p.value().data + b * C * V, p.value().data + (b + 1) * C * V);
+  EXPECT_FALSE(session.value()->decodeStep(tokens[0][C]).isOk())
+      << "a one-token step of a batch-3 session must be refused";
+  for (int64_t t = C; t < C + steps; ++t) {
+    std::vector<int32_t> next;
+    for (int64_t b = 0; b < B; ++b)
+      next.push_back(tokens[b][t]);
+    StatusOr<LogitsView> d = session.value()->decode(next.data(), next.size());
+    ASSERT_TRUE(d.isOk()) << d.status().message();
+    ASSERT_EQ(d.value().rows, B);
+    for (int64_t b = 0; b < B; ++b)
+      viaSession[b].insert(viaSession[b].end(), d.value().data + b * V,
+                           d.value().data + (b + 1) * V);
+  }
+  EXPECT_EQ(session.value()->length(), C + steps);
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> wantD(want[b].begin(), want[b].end());
+    ASSERT_EQ(viaSession[b].size(), wantD.size());
+    EXPECT_LT(relativeError(viaSession[b].data(), wantD, 0, wantD.size()), 1e-4)
+        << "session, sequence " << b;
   }
 }
 

@@ -2,11 +2,12 @@
 # A model partitioned over N CPU ranks (kimi-compile --grid N|GxT --strategy
 # S) run under mpirun produces the logits of the single-rank artifact: every
 # prompt row and every greedy decode row, relative L2 error <= 1e-4 (f32
-# sums in another order), and the same greedy tokens. With dp over D groups,
-# group g runs the prompt of seed 5 + g: the reference is D single-rank runs.
+# sums in another order), and the same greedy tokens. With several sequences
+# (dp over D groups, or BATCH sequences), sequence s runs the prompt of seed
+# 5 + s: the reference is one single-rank run per sequence.
 #   usage: sharded-matches-single.sh KIMI_COMPILE KIMI_RUN CONFIG SINGLE.kimi
 #          RANKS(N or GxT) STRATEGY WORKDIR PROMPT_TOKENS NEW_TOKENS PREFILL_CHUNK
-#          -- MPIEXEC [FLAGS...] NP_FLAG
+#          [BATCH] -- MPIEXEC [FLAGS...] NP_FLAG
 #   (the launcher ends with its rank-count flag, e.g. mpirun ... -np).
 #   PREFILL_CHUNK 0 keeps kimi-compile's default; otherwise SINGLE.kimi must
 #   have been compiled with the same --prefill-chunk.
@@ -14,17 +15,22 @@ set -euo pipefail
 compile=$1 run=$2 config=$3 single=$4 ranks=$5 strategy=$6 work=$7 prompt=$8
 new=$9 chunk=${10}
 shift 10
+batch=0
+if [ "$1" != "--" ]; then batch=$1; shift; fi
 [ "$1" = "--" ] && shift
 mkdir -p "$work"
 model="$work/model-$strategy-$ranks.kimi"
 flags=()
 [ "$chunk" != 0 ] && flags=(--prefill-chunk "$chunk")
+[ "$batch" != 0 ] && flags+=(--batch "$batch")
 "$compile" "$config" "${flags[@]}" --grid "$ranks" --strategy "$strategy" -o "$model"
 
 # GxT grids run G * T ranks; dp runs one sequence per group (outer axis).
 np=$(( ${ranks/x/*} ))
+# Sequences over the grid: --batch, else one per dp group (else one).
 groups=1
 case ",$strategy," in *,dp,*) groups=${ranks%%x*} ;; esac
+[ "$batch" != 0 ] && groups=$batch
 
 args=(--random-weights 11 --prompt-random "$prompt" --max-new-tokens "$new")
 tokens_one=""

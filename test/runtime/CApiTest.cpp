@@ -92,6 +92,19 @@ TEST_F(CApi, PrefillDecodeSaveRestoreCounters) {
   ASSERT_EQ(kimi_session_decode_step(s, 5), KIMI_OK);
   expectLastRow(s, {2, 7, 1, 8, 5});
 
+  // The batched form: one sequence here, so one token per step.
+  EXPECT_EQ(kimi_session_batch(s), 1);
+  const int32_t three[] = {3, 3};
+  EXPECT_EQ(kimi_session_decode(s, three, 2), KIMI_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kimi_last_error()).find("decode step with 2 tokens: "
+                                                "the session steps 1 sequences"),
+            std::string::npos)
+      << kimi_last_error();
+  EXPECT_EQ(kimi_session_decode(s, nullptr, 1), KIMI_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(kimi_session_decode(s, three, 1), KIMI_OK) << kimi_last_error();
+  expectLastRow(s, {2, 7, 1, 8, 5, 3});
+  ASSERT_EQ(kimi_session_restore_state(s, state), KIMI_OK);
+
   // The state also restores into another session.
   kimi_session *other = newSession();
   ASSERT_EQ(kimi_session_restore_state(other, state), KIMI_OK);
@@ -104,8 +117,8 @@ TEST_F(CApi, PrefillDecodeSaveRestoreCounters) {
   ASSERT_EQ(kimi_session_counters(s, &c), KIMI_OK);
   EXPECT_EQ(c.prefill_calls, 1);
   EXPECT_EQ(c.prefill_tokens, 4);
-  EXPECT_EQ(c.decode_calls, 3);
-  EXPECT_EQ(c.decode_tokens, 3);
+  EXPECT_EQ(c.decode_calls, 4); // 3 steps and one kimi_session_decode
+  EXPECT_EQ(c.decode_tokens, 4);
   EXPECT_GT(c.peak_bytes, 0);
   EXPECT_GE(c.peak_bytes, c.current_bytes);
   EXPECT_EQ(c.weight_bytes, (2 * TOY_VOCAB * TOY_HIDDEN + TOY_HIDDEN +

@@ -57,11 +57,14 @@ const char *kUsage =
     "A partitioned artifact (kimi-compile --grid N --strategy ...) runs as N\n"
     "MPI processes, one rank each: mpirun -np N kimi-run MODEL.kimi ...\n"
     "Rank 0 prints and writes --dump-logits; every rank computes the same\n"
-    "logits. With data parallelism (--strategy dp over D groups) each group\n"
-    "runs its own sequence: group g's random prompt comes from seed S + g\n"
-    "(--prompt-ids: the same prompt for every group); rank 0 prints\n"
-    "'generated[g]:' per group and --dump-logits holds group 0's rows, then\n"
-    "group 1's, and so on.\n";
+    "logits.\n"
+    "\n"
+    "Several sequences: an artifact compiled with --batch B steps B sequences\n"
+    "together, and with data parallelism (--strategy dp over D groups) each\n"
+    "group steps its own. Sequence s (0 .. D*B-1) gets the random prompt of\n"
+    "seed S + s (--prompt-ids: the same prompt for every sequence); rank 0\n"
+    "prints 'generated[s]:' per sequence, and --dump-logits holds sequence\n"
+    "0's rows, then sequence 1's, and so on.\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "kimi-run: error: %s\n", message.c_str());
@@ -197,15 +200,16 @@ int main(int argc, char **argv) {
 #endif
   }
   const bool quiet = comm && comm->rank() != 0;
-  // Data parallelism: this rank's group serves its own sequence.
+  // Data parallelism: this rank's group serves its own sequences.
   const int32_t groups = spec->target.dataParallel;
   const int32_t group =
       comm ? spec->target.dataParallelGroup(comm->rank()) : 0;
   if (quiet)
     saveWeights.clear(); // rank 0 writes them (and --dump-logits)
 
-  // The prompt.
-  std::vector<int32_t> prompt;
+  // The prompt ids (--prompt-ids), shared by every sequence; random prompts
+  // are drawn per sequence once the session's batch is known.
+  std::vector<int32_t> promptList;
   if (!promptIds.empty()) {
     size_t at = 0;
     while (at <= promptIds.size()) {
@@ -216,15 +220,11 @@ int main(int argc, char **argv) {
       long long id;
       if (!parseInt(item, id) || id < INT32_MIN || id > INT32_MAX)
         return fail("--prompt-ids: '" + item + "' is not a token id");
-      prompt.push_back(static_cast<int32_t>(id));
+      promptList.push_back(static_cast<int32_t>(id));
       if (comma == std::string::npos)
         break;
       at = comma + 1;
     }
-  } else {
-    std::mt19937_64 rng(static_cast<uint64_t>(seed + group));
-    for (long long i = 0; i < promptRandom; ++i)
-      prompt.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
   }
 
   // The weights.
@@ -266,20 +266,36 @@ int main(int argc, char **argv) {
     return fail(session.status().message());
   Session &s = *session.value();
 
+  // Sequences: this session steps B of them; with data parallelism rank r
+  // serves sequences group * B .. group * B + B - 1 of the whole batch.
+  const int64_t B = s.batch();
+  const int64_t sequences = int64_t(groups) * B;
+  std::vector<int32_t> tokens;
+  for (int64_t b = 0; b < B; ++b) {
+    if (!promptList.empty()) {
+      tokens.insert(tokens.end(), promptList.begin(), promptList.end());
+      continue;
+    }
+    std::mt19937_64 rng(static_cast<uint64_t>(seed + group * B + b));
+    for (long long i = 0; i < promptRandom; ++i)
+      tokens.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+  }
+  const int64_t promptLength = static_cast<int64_t>(tokens.size()) / B;
+
   std::FILE *dump = nullptr;
   if (!quiet && !dumpLogits.empty() &&
       !(dump = std::fopen(dumpLogits.c_str(), "wb")))
     return fail("cannot write '" + dumpLogits + "': " + std::strerror(errno));
-  int64_t dumpedRows = 0;
-  // Data-parallel groups' rows are gathered to rank 0 at the end.
-  const bool gatherRows = groups > 1 && !dumpLogits.empty();
-  std::vector<float> rows;
+  // Every sequence's logits rows (prompt rows, then one per new token),
+  // written sequence by sequence at the end.
+  const bool keepRows = !dumpLogits.empty();
+  std::vector<std::vector<float>> rows(static_cast<size_t>(B));
   auto emit = [&](const LogitsView &l) {
-    if (gatherRows)
-      rows.insert(rows.end(), l.data, l.data + l.rows * l.vocab);
-    else if (dump)
-      std::fwrite(l.data, sizeof(float), size_t(l.rows * l.vocab), dump);
-    dumpedRows += l.rows;
+    const int64_t per = l.rows / B;
+    if (keepRows)
+      for (int64_t b = 0; b < B; ++b)
+        rows[b].insert(rows[b].end(), l.data + b * per * l.vocab,
+                       l.data + (b + 1) * per * l.vocab);
   };
 
   if (quiet && !std::freopen("/dev/null", "w", stdout))
@@ -293,51 +309,75 @@ int main(int argc, char **argv) {
   std::printf("weights: %.1f MiB loaded in %.3f s\n",
               exe.value()->weightBytes() / 1048576.0,
               exe.value()->weightLoadSeconds());
-  std::printf("prompt: %zu tokens\n", prompt.size());
+  std::printf("prompt: %lld tokens", (long long)promptLength);
+  if (sequences > 1)
+    std::printf(" per sequence, %lld sequences", (long long)sequences);
+  std::printf("\n");
 
-  StatusOr<LogitsView> logits = s.prefill(prompt);
+  StatusOr<LogitsView> logits = s.prefill(tokens);
   if (!logits.isOk())
     return fail(logits.status().message());
   emit(logits.value());
-  std::vector<int32_t> generated;
+  // generated[b]: the greedy tokens of this rank's sequence b.
+  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(B));
+  std::vector<int32_t> next(static_cast<size_t>(B));
   if (maxNew > 0) {
     const LogitsView &l = logits.value();
-    generated.push_back(argmax(l.data + (l.rows - 1) * l.vocab, l.vocab));
+    for (int64_t b = 0; b < B; ++b)
+      generated[b].push_back(
+          argmax(l.data + ((b + 1) * promptLength - 1) * l.vocab, l.vocab));
   }
-  while (static_cast<long long>(generated.size()) < maxNew) {
-    StatusOr<LogitsView> next = s.decodeStep(generated.back());
-    if (!next.isOk())
-      return fail(next.status().message());
-    emit(next.value());
-    generated.push_back(argmax(next.value().data, next.value().vocab));
+  while (static_cast<long long>(generated[0].size()) < maxNew) {
+    for (int64_t b = 0; b < B; ++b)
+      next[b] = generated[b].back();
+    StatusOr<LogitsView> step = s.decode(next.data(), next.size());
+    if (!step.isOk())
+      return fail(step.status().message());
+    emit(step.value());
+    for (int64_t b = 0; b < B; ++b)
+      generated[b].push_back(
+          argmax(step.value().data + b * step.value().vocab, step.value().vocab));
   }
+
+  // Every rank holds as many rows and tokens (same prompt length and steps);
+  // with data parallelism rank 0 gathers them and keeps the first rank of
+  // each group.
+  std::vector<int32_t> myTokens;
+  std::vector<float> myRows;
+  for (int64_t b = 0; b < B; ++b) {
+    myTokens.insert(myTokens.end(), generated[b].begin(), generated[b].end());
+    myRows.insert(myRows.end(), rows[b].begin(), rows[b].end());
+  }
+  std::vector<int32_t> allTokens = myTokens;
+  std::vector<float> allRows = myRows;
+  int perGroup = 1;
   if (groups > 1) {
-    // Every rank holds as many rows and tokens (same prompt length and
-    // steps); rank 0 keeps the first rank of each group.
-    const int n = comm->size(), perGroup = n / groups;
-    std::vector<int32_t> allTokens(generated.size() * size_t(n));
-    Status s = comm->allGather(generated, allTokens);
-    std::vector<float> allRows(gatherRows ? rows.size() * size_t(n) : 0);
-    if (s.isOk() && gatherRows)
-      s = comm->allGather(rows, allRows);
-    if (!s.isOk())
+    const int n = comm->size();
+    perGroup = n / groups;
+    allTokens.resize(myTokens.size() * size_t(n));
+    allRows.resize(myRows.size() * size_t(n));
+    Status g = comm->allGather(myTokens, allTokens);
+    if (g.isOk() && keepRows)
+      g = comm->allGather(myRows, allRows);
+    if (!g.isOk())
       return fail("gathering the data-parallel groups' results: " +
-                  s.message());
-    for (int32_t g = 0; g < groups; ++g) {
-      const size_t from = size_t(g) * size_t(perGroup);
-      if (dump)
-        std::fwrite(allRows.data() + from * rows.size(), sizeof(float),
-                    rows.size(), dump);
-      std::printf("generated[%d]:", g);
-      for (size_t i = 0; i < generated.size(); ++i)
-        std::printf(" %d", allTokens[from * generated.size() + i]);
-      std::printf("\n");
-    }
-    dumpedRows *= groups;
-  } else {
-    std::printf("generated:");
-    for (int32_t t : generated)
-      std::printf(" %d", t);
+                  g.message());
+  }
+  const size_t tokensPer = generated[0].size(), rowsPer = rows[0].size();
+  int64_t dumpedRows = 0;
+  for (int64_t seq = 0; seq < sequences; ++seq) {
+    // Sequence seq = group * B + b, held by the group's first rank.
+    const size_t holder = size_t(seq / B) * size_t(perGroup), b = size_t(seq % B);
+    const size_t at = holder * size_t(B) + b;
+    if (dump)
+      std::fwrite(allRows.data() + at * rowsPer, sizeof(float), rowsPer, dump);
+    dumpedRows += static_cast<int64_t>(rowsPer) / vocab;
+    if (sequences == 1)
+      std::printf("generated:");
+    else
+      std::printf("generated[%lld]:", (long long)seq);
+    for (size_t i = 0; i < tokensPer; ++i)
+      std::printf(" %d", allTokens[at * tokensPer + i]);
     std::printf("\n");
   }
   if (dump)
