@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "runtime/artifact/types.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -98,10 +99,10 @@ private:
     else
       return op->emitOpError()
              << "has no lowering to the CPU runtime's communicator";
-    if (grid.getRank() > kMaxGridAxes)
+    if (grid.getRank() > static_cast<int64_t>(kimi::rt::kMaxGridAxes))
       return op->emitOpError() << "on a grid of " << grid.getRank()
                                << " axes; the runtime supports at most "
-                               << kMaxGridAxes;
+                               << kimi::rt::kMaxGridAxes;
     group = 0;
     for (auto [i, a] : llvm::enumerate(axes)) {
       if (a < 0 || a >= grid.getRank())
@@ -124,8 +125,6 @@ private:
     return lowerAllToAll(cast<AllToAllOp>(op));
   }
 
-  /// Grid axes the runtime makes groups for (2^k - 1 communicators).
-  static constexpr int64_t kMaxGridAxes = 4;
 
   /// Replaces the single result of `op` by `v` and erases `op`.
   static LogicalResult replace(Operation *op, Value v) {
