@@ -203,6 +203,31 @@ int main(int argc, char **argv) {
     }
     expectOk(c.barrier(), "barrier");
   }
+  { // split: ranks of equal parity, keyed in reverse rank order; an
+    // all-reduce and an all-gather inside each half
+    StatusOr<std::unique_ptr<Communicator>> half = c.split(rank % 2, size - rank);
+    expectOk(half.isOk() ? Status::ok() : half.status(), "split");
+    if (half.isOk()) {
+      Communicator &h = **half;
+      std::vector<int> members; // the half's ranks in key order
+      for (int r = size - 1; r >= 0; --r)
+        if (r % 2 == rank % 2)
+          members.push_back(r);
+      expect(h.size() == int(members.size()), "split size");
+      expect(members[h.rank()] == rank, "split rank (reverse key order)");
+      const size_t m = 256;
+      DeviceBuffer in = d.put(values(rank, m, 8)),
+                   out = d.put(std::vector<float>(m * members.size(), -999));
+      expectOk(h.allGather(cbuf(in, m), mbuf(out, m * members.size())),
+               "split allGather");
+      std::vector<float> want;
+      for (int r : members) {
+        auto v = values(r, m, 8);
+        want.insert(want.end(), v.begin(), v.end());
+      }
+      expect(d.get(out, m * members.size()) == want, "split allGather");
+    }
+  }
 
   // Bandwidth: all-to-all and all-reduce over `mib` MiB per rank.
   const size_t big = (mib << 20) / 4 / N * N;

@@ -23,12 +23,14 @@
 #include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -216,7 +218,8 @@ llvm::Error kimi::codegenError(const llvm::Twine &step,
 
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
-                                          int64_t denseExpertsMinTokens) {
+                                          int64_t denseExpertsMinTokens,
+                                          bool splatsAsFills) {
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);
 
@@ -271,6 +274,29 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
         fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                       BoolAttr::get(ctx, false));
     }
+
+  // Splat constants (zeros that partitioning introduces, say) as fills, so
+  // that bufferization makes no global of them.
+  if (splatsAsFills) {
+    SmallVector<arith::ConstantOp> splats;
+    module.walk([&](arith::ConstantOp c) {
+      auto type = dyn_cast<RankedTensorType>(c.getType());
+      if (type && type.getRank() > 0 && isa<SplatElementsAttr>(c.getValue()))
+        splats.push_back(c);
+    });
+    for (arith::ConstantOp c : splats) {
+      OpBuilder b(c);
+      auto type = cast<RankedTensorType>(c.getType());
+      auto value = cast<SplatElementsAttr>(c.getValue()).getSplatValue<TypedAttr>();
+      Value empty = tensor::EmptyOp::create(b, c.getLoc(), type.getShape(),
+                                            type.getElementType());
+      Value scalar = arith::ConstantOp::create(b, c.getLoc(), value);
+      Value fill =
+          linalg::FillOp::create(b, c.getLoc(), scalar, empty).getResult(0);
+      c.replaceAllUsesWith(fill);
+      c.erase();
+    }
+  }
 
   // 3. Bufferize the whole call graph; function results get identity layouts
   // so the runtime sees plain row-major buffers.

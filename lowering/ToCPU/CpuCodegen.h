@@ -69,9 +69,12 @@ void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 /// Bufferize over the call graph (entries get the C interface and read-only
 /// arguments), ownership-based deallocation, buffer copies as linalg.copy.
 /// `denseExpertsMinTokens`: kimi-lower-to-linalg's option of that name.
+/// `splatsAsFills`: splat tensor constants become `linalg.fill` of a fresh
+/// buffer instead of globals (the GPU target, whose globals are host memory).
 llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
                                      llvm::StringRef frontPipeline,
-                                     int64_t denseExpertsMinTokens = 0);
+                                     int64_t denseExpertsMinTokens = 0,
+                                     bool splatsAsFills = false);
 
 /// Translates an LLVM-dialect `module` to LLVM IR, adds the packed
 /// `kimi_entry_<name>` wrappers, optimises for the host, and links the

@@ -114,9 +114,15 @@ struct KimiGpuWeightTable
     WalkResult host = module.walk([&](memref::GetGlobalOp get) {
       if (get->getParentOfType<mlir::gpu::GPUModuleOp>())
         return WalkResult::advance();
-      get.emitError() << "global @" << get.getName()
-                      << " would be host memory in the GPU model (constants "
-                         "must be computed on the device)";
+      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+          get, get.getNameAttr());
+      auto diag = get.emitError() << "global @" << get.getName();
+      if (global && global.getInitialValue())
+        if (auto dense = dyn_cast<DenseElementsAttr>(*global.getInitialValue()))
+          if (dense.isSplat())
+            diag << " (splat " << dense.getSplatValue<Attribute>() << ")";
+      diag << " would be host memory in the GPU model (constants must be "
+              "computed on the device)";
       return WalkResult::interrupt();
     });
     if (host.wasInterrupted())

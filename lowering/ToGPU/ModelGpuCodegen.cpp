@@ -295,7 +295,8 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
              "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
              "}";
   if (llvm::Error e = lowerToBufferizedMemRefs(module, front,
-                                               options.denseExpertsMinTokens))
+                                               options.denseExpertsMinTokens,
+                                               /*splatsAsFills=*/true))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);

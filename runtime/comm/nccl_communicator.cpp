@@ -50,6 +50,10 @@ struct NcclCommunicator::Api {
   int (*recv)(void *, size_t, int, int, Comm, Stream) = nullptr;
   int (*groupStart)() = nullptr;
   int (*groupEnd)() = nullptr;
+  // Optional (NCCL 2.18+): sub-communicators for grids of several axes.
+  int (*commSplit)(Comm, int, int, Comm *, void *) = nullptr;
+  int (*commCount)(Comm, int *) = nullptr;
+  int (*commUserRank)(Comm, int *) = nullptr;
 
   static StatusOr<std::shared_ptr<const Api>> load() {
     auto api = std::make_shared<Api>();
@@ -85,6 +89,9 @@ struct NcclCommunicator::Api {
         missing += std::string(missing.empty() ? "" : ", ") + name;
     if (!ok)
       return Status(StatusCode::kModule, "libnccl.so.2 lacks " + missing);
+    sym(api->commSplit, "ncclCommSplit");
+    sym(api->commCount, "ncclCommCount");
+    sym(api->commUserRank, "ncclCommUserRank");
     return std::shared_ptr<const Api>(api);
   }
 };
@@ -158,6 +165,25 @@ NcclCommunicator::create(const CudaDevice &device, int rank, int size,
   KIMI_RETURN_IF_ERROR(c->check(c->api_->commInitRank(&c->comm_, size, id, rank),
                                 "ncclCommInitRank"));
   return c;
+}
+
+StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::doSplit(int color,
+                                                                  int key) {
+  if (!api_->commSplit || !api_->commCount || !api_->commUserRank)
+    return failedPrecondition("split: this NCCL has no ncclCommSplit "
+                              "(NCCL 2.18 or newer splits communicators)");
+  KIMI_RETURN_IF_ERROR(device_->makeCurrent());
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  c->api_ = api_;
+  c->device_ = device_;
+  KIMI_ASSIGN_OR_RETURN(c->stream_, CudaStream::create(*device_));
+  KIMI_ASSIGN_OR_RETURN(c->barrierScratch_, DeviceBuffer::allocate(*device_, 4));
+  KIMI_RETURN_IF_ERROR(check(api_->commSplit(comm_, color, key, &c->comm_, nullptr),
+                             "ncclCommSplit"));
+  KIMI_RETURN_IF_ERROR(check(api_->commUserRank(c->comm_, &c->rank_),
+                             "ncclCommUserRank"));
+  KIMI_RETURN_IF_ERROR(check(api_->commCount(c->comm_, &c->size_), "ncclCommCount"));
+  return std::unique_ptr<Communicator>(std::move(c));
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -54,6 +54,8 @@ protected:
   Status doSend(ConstCommBuffer buffer, int peer, int tag) override;
   Status doRecv(CommBuffer buffer, int peer, int tag) override;
   Status doBarrier() override;
+  /// ncclCommSplit (color >= 0; every rank of the parent calls it).
+  StatusOr<std::unique_ptr<Communicator>> doSplit(int color, int key) override;
 
 private:
   struct Api;

@@ -40,6 +40,10 @@ int32_t report(void *ctx, const Status &s) {
 bool checkCall(void *ctx, const char *what, int64_t count, int32_t dtype,
                int32_t op, int32_t group, Communicator **comm) {
   *comm = shim(ctx).group(group);
+  if (Status ready = shim(ctx).prepare(); !ready.isOk()) {
+    report(ctx, ready.addContext(std::string("comm shim: before ") + what));
+    return false;
+  }
   if (dtype >= 0 && dtype <= 2 && op >= 0 && op <= 1 && count >= 0 && *comm)
     return true;
   report(ctx, invalidArgument(std::string("comm shim: ") + what +
@@ -100,7 +104,8 @@ int32_t allToAll(void *ctx, const void *send, void *recv, int64_t count,
 
 StatusOr<std::unique_ptr<CommShim>>
 CommShim::install(CpuModule &module, Communicator &comm,
-                  const std::vector<int32_t> &grid) {
+                  const std::vector<int32_t> &grid,
+                  std::function<Status()> beforeEach) {
   KIMI_ASSIGN_OR_RETURN(void *version, module.symbol("kimi_rt_comm_abi_version"));
   if (*static_cast<const int32_t *>(version) != kAbiVersion)
     return invalidArtifact(
@@ -119,6 +124,7 @@ CommShim::install(CpuModule &module, Communicator &comm,
                            "of " + std::to_string(comm.size()));
   std::unique_ptr<CommShim> s(new CommShim());
   s->comm_ = &comm;
+  s->beforeEach_ = std::move(beforeEach);
   // One communicator per axis set: color = the rank's coordinates outside
   // the set, key = its coordinates inside (both row-major). Every rank
   // splits for the same sets in the same order, as a collective must.

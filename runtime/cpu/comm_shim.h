@@ -1,11 +1,12 @@
-//===- comm_shim.h - Collectives of a partitioned CPU model -----*- C++ -*-===//
+//===- comm_shim.h - Collectives of a partitioned model ---------*- C++ -*-===//
 //
 // A model compiled for N ranks (kimi-compile --grid N --strategy ...) calls
 // `kimi_rt_*` functions of its own comm shim for every collective
 // (docs/runtime-abi.md, "Collectives"). The shim forwards to a table of
 // callbacks, `kimi_rt_comm`, that CommShim::install fills after the shared
 // object is loaded; each callback runs the collective on a Communicator
-// (MPI for CPU ranks). The compiled code cannot return errors, so the shim
+// (MPI for CPU ranks on host buffers, NCCL for GPU models on device
+// buffers). The compiled code cannot return errors, so the shim
 // records the first failure in `kimi_rt_comm_status` and skips later
 // collectives; the executable reads it after every entry call.
 //
@@ -22,6 +23,7 @@
 #include "runtime/support/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,9 +39,12 @@ public:
   /// ABI version 2 (`kimi_rt_comm_abi_version`). `grid` is the artifact's
   /// grid shape (its product is comm.size()); the group communicators are
   /// made here, collectively. `comm` must outlive the shim.
+  /// `beforeEach`, when given, runs before every collective: a GPU model
+  /// waits there for the kernels that produce the collective's input.
   static StatusOr<std::unique_ptr<CommShim>>
   install(CpuModule &module, Communicator &comm,
-          const std::vector<int32_t> &grid);
+          const std::vector<int32_t> &grid,
+          std::function<Status()> beforeEach = {});
 
   /// The first collective failure since the last call (then cleared).
   Status takeStatus();
@@ -49,6 +54,8 @@ public:
   /// The communicator of axis set `group`, or null when out of range.
   Communicator *group(int32_t group);
   void fail(const Status &status);
+  /// Runs `beforeEach` (ok when there is none).
+  Status prepare() { return beforeEach_ ? beforeEach_() : Status::ok(); }
 
 private:
   CommShim() = default;
@@ -58,6 +65,7 @@ private:
   std::vector<std::unique_ptr<Communicator>> owned_;
   int32_t *status_ = nullptr;
   std::string error_;
+  std::function<Status()> beforeEach_;
 };
 
 } // namespace kimi::rt

@@ -12,25 +12,6 @@
 #include <cstring>
 
 namespace kimi::rt {
-namespace {
-
-/// Copies block `index` of `parts` equal blocks along dimension `dim` of a
-/// row-major tensor of `shape` into `dst` (contiguous, the block's shape).
-void copyBlock(const uint8_t *src, uint8_t *dst, const std::vector<int64_t> &shape,
-               int32_t dim, int32_t parts, int32_t index, size_t elem) {
-  int64_t outer = 1, inner = static_cast<int64_t>(elem);
-  for (int32_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  const int64_t block = shape[dim] / parts;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * block * inner,
-                src + (o * shape[dim] + index * block) * inner,
-                static_cast<size_t>(block * inner));
-}
-
-} // namespace
 
 StatusOr<std::shared_ptr<CpuExecutable>>
 CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
@@ -106,16 +87,8 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
                                     std::to_string(w.shardDim)
                               : std::string()) +
                          " needs " + std::to_string(bytes));
-    if (w.shardParts > 1) {
-      // Load the whole tensor, keep this rank's block.
-      std::vector<uint8_t> whole(static_cast<size_t>(bytes) * w.shardParts);
-      KIMI_RETURN_IF_ERROR(weights.load(w, whole.data(), whole.size()));
-      copyBlock(whole.data(), static_cast<uint8_t *>(address.value()), w.shape,
-                w.shardDim, w.shardParts, rank % w.shardParts, elem);
-    } else {
-      KIMI_RETURN_IF_ERROR(
-          weights.load(w, address.value(), static_cast<size_t>(bytes)));
-    }
+    KIMI_RETURN_IF_ERROR(weights.loadBlock(w, rank, address.value(),
+                                           static_cast<size_t>(bytes)));
     const uint8_t *p = static_cast<const uint8_t *>(address.value());
     exe->weightRanges_.push_back({p, p + bytes});
     exe->weightBytes_ += bytes;

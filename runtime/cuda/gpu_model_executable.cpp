@@ -1,6 +1,7 @@
 //===- gpu_model_executable.cpp - A GPU model artifact ready to run -------===//
 
 #include "runtime/cuda/gpu_model_executable.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/artifact/validate.h"
 #include "runtime/cpu/entry_call.h"
 #include "runtime/cpu/memref.h"
@@ -214,7 +215,8 @@ struct GpuModelExecutable::Shim {
 
 StatusOr<std::shared_ptr<GpuModelExecutable>>
 GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
-                           const WeightLoader &weights, int device) {
+                           const WeightLoader &weights, int device,
+                           Communicator *comm) {
   if (!artifact)
     return invalidArgument("GPU executable: null artifact");
   const ArtifactSpec &a = *artifact;
@@ -222,10 +224,16 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   if (a.target.name != "sm_90a" || a.isKernelLibrary())
     return invalidArtifact("artifact target " + quoted(a.target.name) +
                            " is not a GPU model");
-  if (a.target.numRanks != 1)
-    return invalidArgument("the artifact is partitioned over " +
-                           std::to_string(a.target.numRanks) +
-                           " ranks; GPU models run on one GPU");
+  const int32_t commSize = comm ? comm->size() : 1;
+  if (a.target.numRanks != commSize)
+    return invalidArgument(
+        "the artifact is partitioned over " + std::to_string(a.target.numRanks) +
+        " ranks but runs on " + std::to_string(commSize) +
+        (a.target.numRanks > 1 && !comm
+             ? " (no communicator; start one process per rank, see kimi-run "
+               "--help)"
+             : ""));
+  const int32_t rank = comm ? comm->rank() : 0;
   if (a.kernels.size() != 1 || a.kernels[0].kind != KernelKind::kCpuSharedObject)
     return invalidArtifact("a GPU model holds one host shared object, the "
                            "artifact has " + std::to_string(a.kernels.size()) +
@@ -277,6 +285,17 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   t->release = &Shim::release;
   t->gemm = &Shim::gemm;
 
+  // Collectives: after the kernels before them (one stream), on the
+  // communicator's own stream.
+  if (a.target.numRanks > 1 && m.symbol("kimi_rt_comm_abi_version").isOk()) {
+    CudaStream *stream = exe->stream_.get();
+    StatusOr<std::unique_ptr<CommShim>> shim = CommShim::install(
+        m, *comm, a.target.grid(), [stream] { return stream->synchronize(); });
+    if (!shim.isOk())
+      return shim.takeStatus();
+    exe->comm_ = std::move(shim.value());
+  }
+
   for (const EntrySpec &e : a.entries) {
     StatusOr<void *> fn = m.symbol(e.symbol);
     if (!fn.isOk()) {
@@ -302,7 +321,7 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
     const WeightSpec &w = a.weights[i];
     const size_t bytes = static_cast<size_t>(w.blockNumel()) * dtypeSize(w.dtype);
     staging.resize(bytes);
-    Status loaded = weights.load(w, staging.data(), bytes);
+    Status loaded = weights.loadBlock(w, rank, staging.data(), bytes);
     if (!loaded.isOk())
       return loaded.addContext("weight " + std::to_string(i) + " " + quoted(w.name));
     KIMI_ASSIGN_OR_RETURN(DeviceBuffer buffer,
@@ -407,6 +426,11 @@ Status GpuModelExecutable::run(const std::string &entryName,
                             "; the runtime table was incomplete)");
   if (status.isOk())
     status = synced;
+  if (comm_) {
+    Status collectives = comm_->takeStatus();
+    if (status.isOk())
+      status = std::move(collectives);
+  }
 
   // Outputs: every allocation the entry returned is this call's to release
   // (input buffers and weights are never among them).

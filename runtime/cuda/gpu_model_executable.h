@@ -18,6 +18,7 @@
 #ifndef KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
 #define KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
 
+#include "runtime/cpu/comm_shim.h"
 #include "runtime/cpu/cpu_module.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_device.h"
@@ -66,10 +67,13 @@ private:
 class GpuModelExecutable final : public Executable {
 public:
   /// `artifact` must be a model for target "sm_90a"; `device` the CUDA
-  /// ordinal.
+  /// ordinal. A partitioned artifact needs `comm`, a communicator over
+  /// device buffers of `device` (NCCL) with one rank per artifact rank;
+  /// it must outlive the executable.
   static StatusOr<std::shared_ptr<GpuModelExecutable>>
   create(std::shared_ptr<const ArtifactSpec> artifact,
-         const WeightLoader &weights, int device = 0);
+         const WeightLoader &weights, int device = 0,
+         Communicator *comm = nullptr);
   ~GpuModelExecutable() override;
 
   const ArtifactSpec &artifact() const override { return *artifact_; }
@@ -96,6 +100,7 @@ private:
   std::unique_ptr<CublasLt> blas_;
   std::unique_ptr<Shim> shim_;
   std::unique_ptr<CpuModule> module_;
+  std::unique_ptr<CommShim> comm_;
   std::vector<DeviceBuffer> weights_;
   std::map<std::string, void *> entries_;
   int32_t *status_ = nullptr;

@@ -41,7 +41,8 @@ Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
 
 StatusOr<std::shared_ptr<Executable>>
 createExecutable(std::shared_ptr<const ArtifactSpec> artifact,
-                 const WeightLoader &weights, Communicator *comm) {
+                 const WeightLoader &weights, Communicator *comm,
+                 int device) {
   if (!artifact)
     return invalidArgument("executable: null artifact");
   if (artifact->target.name == "cpu") {
@@ -50,11 +51,9 @@ createExecutable(std::shared_ptr<const ArtifactSpec> artifact,
     return std::shared_ptr<Executable>(std::move(exe));
   }
   if (artifact->target.name == "sm_90a" && !artifact->isKernelLibrary()) {
-    if (comm && comm->size() > 1)
-      return invalidArgument("GPU models run on one GPU (partitioned GPU "
-                             "models are not supported yet)");
     KIMI_ASSIGN_OR_RETURN(std::shared_ptr<GpuModelExecutable> exe,
-                          GpuModelExecutable::create(artifact, weights));
+                          GpuModelExecutable::create(artifact, weights, device,
+                                                     comm));
     return std::shared_ptr<Executable>(std::move(exe));
   }
   return invalidArtifact("artifact target " + quoted(artifact->target.name) +

@@ -53,11 +53,13 @@ StatusOr<const EntrySpec *> entryForCall(const ArtifactSpec &artifact,
 Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
                        const std::string &where);
 
-/// Loads `artifact` for its target: "cpu" (with `comm` for partitioned
-/// artifacts) or "sm_90a" models (GPU 0; needs libcuda at run time).
+/// Loads `artifact` for its target: "cpu" or "sm_90a" models (CUDA device
+/// `device`; needs libcuda at run time). Partitioned artifacts need `comm`:
+/// MPI (host buffers) for CPU ranks, NCCL on `device` for GPU ranks.
 StatusOr<std::shared_ptr<Executable>>
 createExecutable(std::shared_ptr<const ArtifactSpec> artifact,
-                 const WeightLoader &weights, Communicator *comm = nullptr);
+                 const WeightLoader &weights, Communicator *comm = nullptr,
+                 int device = 0);
 
 } // namespace kimi::rt
 

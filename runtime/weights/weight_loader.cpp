@@ -305,4 +305,33 @@ Status WeightLoader::load(const WeightSpec &spec, void *dstVoid,
   return Status::ok();
 }
 
+Status WeightLoader::loadBlock(const WeightSpec &spec, int32_t rank,
+                               void *dst, size_t dstBytes) const {
+  if (spec.shardParts <= 1)
+    return load(spec, dst, dstBytes);
+  // Load the whole tensor, keep this rank's block.
+  const size_t elem = dtypeSize(spec.dtype);
+  if (dstBytes != static_cast<size_t>(spec.blockNumel()) * elem)
+    return invalidArgument("weight " + quoted(spec.name) + ": a block of " +
+                           std::to_string(spec.blockNumel()) + " elements into " +
+                           std::to_string(dstBytes) + " bytes");
+  std::vector<uint8_t> whole(dstBytes * static_cast<size_t>(spec.shardParts));
+  KIMI_RETURN_IF_ERROR(load(spec, whole.data(), whole.size()));
+  const std::vector<int64_t> &shape = spec.shape;
+  const int32_t dim = spec.shardDim;
+  int64_t outer = 1, inner = static_cast<int64_t>(elem);
+  for (int32_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  const int64_t block = shape[dim] / spec.shardParts;
+  const int64_t index = rank % spec.shardParts;
+  auto *out = static_cast<uint8_t *>(dst);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(out + o * block * inner,
+                whole.data() + (o * shape[dim] + index * block) * inner,
+                static_cast<size_t>(block * inner));
+  return Status::ok();
+}
+
 } // namespace kimi::rt

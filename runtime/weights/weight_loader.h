@@ -44,6 +44,11 @@ public:
   /// Converts weight `spec` into `dst`, which holds exactly
   /// numel(spec.shape) x dtypeSize(spec.dtype) bytes (`dstBytes`).
   Status load(const WeightSpec &spec, void *dst, size_t dstBytes) const;
+  /// Partitioned artifacts: converts rank `rank`'s block of `spec` (block
+  /// `rank % shardParts` along `shardDim`, or the whole tensor when it is
+  /// not split) into `dst`, which holds blockNumel() elements (`dstBytes`).
+  Status loadBlock(const WeightSpec &spec, int32_t rank, void *dst,
+                   size_t dstBytes) const;
 
   /// The names tried for `spec`, with `{e}` replaced by `expert` when
   /// `expert >= 0` (left literal otherwise).

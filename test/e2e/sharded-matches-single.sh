@@ -11,6 +11,9 @@
 #   (the launcher ends with its rank-count flag, e.g. mpirun ... -np).
 #   PREFILL_CHUNK 0 keeps kimi-compile's default; otherwise SINGLE.kimi must
 #   have been compiled with the same --prefill-chunk.
+#   KIMI_COMPILE "-" takes WORKDIR/model-STRATEGY-RANKS.kimi as compiled;
+#   KIMI_COMPILE_FLAGS adds flags (--target sm_90a); KIMI_WEIGHTS names a
+#   weights file to use instead of random weights of seed 11.
 set -euo pipefail
 compile=$1 run=$2 config=$3 single=$4 ranks=$5 strategy=$6 work=$7 prompt=$8
 new=$9 chunk=${10}
@@ -23,7 +26,11 @@ model="$work/model-$strategy-$ranks.kimi"
 flags=()
 [ "$chunk" != 0 ] && flags=(--prefill-chunk "$chunk")
 [ "$batch" != 0 ] && flags+=(--batch "$batch")
-"$compile" "$config" "${flags[@]}" --grid "$ranks" --strategy "$strategy" -o "$model"
+if [ "$compile" != - ]; then
+  # shellcheck disable=SC2086  # KIMI_COMPILE_FLAGS is a list of flags
+  "$compile" "$config" ${KIMI_COMPILE_FLAGS:-} "${flags[@]}" --grid "$ranks" \
+    --strategy "$strategy" -o "$model"
+fi
 
 # GxT grids run G * T ranks; dp runs one sequence per group (outer axis).
 np=$(( ${ranks/x/*} ))
@@ -32,7 +39,9 @@ groups=1
 case ",$strategy," in *,dp,*) groups=${ranks%%x*} ;; esac
 [ "$batch" != 0 ] && groups=$batch
 
-args=(--random-weights 11 --prompt-random "$prompt" --max-new-tokens "$new")
+args=(--random-weights 11)
+[ -n "${KIMI_WEIGHTS:-}" ] && args=(--weights "$KIMI_WEIGHTS")
+args+=(--prompt-random "$prompt" --max-new-tokens "$new")
 tokens_one=""
 : > "$work/single.f32"
 for ((g = 0; g < groups; g++)); do

@@ -11,7 +11,9 @@
 #ifdef KIMI_RUN_HAVE_MPI
 #include "runtime/comm/mpi_communicator.h"
 #endif
+#include "runtime/comm/nccl_communicator.h"
 #include "runtime/cpu/cpu_executable.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/session/session.h"
 #include "runtime/weights/random_weights.h"
 #include "runtime/weights/weight_loader.h"
@@ -24,6 +26,7 @@
 #include <dirent.h>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +41,7 @@ const char *kUsage =
     "                [--prompt-ids 1,2,3 | --prompt-random N] "
     "[--max-new-tokens N]\n"
     "                [--save-weights FILE] [--dump-logits FILE] [--seed S]\n"
+    "                [--rank R --store FILE] [--device D]\n"
     "\n"
     "Runs a model compiled by kimi-compile: prefills the prompt, then decodes\n"
     "greedily, and prints the generated tokens, prefill and decode tokens/s\n"
@@ -54,8 +58,18 @@ const char *kUsage =
     "  --dump-logits FILE    write every logits row (prompt rows, then one\n"
     "                        per generated token) as raw little-endian f32\n"
     "\n"
+    "  --device D            CUDA device of a GPU model (default: the rank,\n"
+    "                        so one process per GPU of one host)\n"
+    "\n"
     "A partitioned artifact (kimi-compile --grid N --strategy ...) runs as N\n"
-    "MPI processes, one rank each: mpirun -np N kimi-run MODEL.kimi ...\n"
+    "processes, one rank each. CPU ranks talk through MPI:\n"
+    "  mpirun -np N kimi-run MODEL.kimi ...\n"
+    "GPU ranks (--target sm_90a) talk through NCCL (libnccl.so.2, or the\n"
+    "library KIMI_NCCL_LIBRARY names); start each with its rank and a file\n"
+    "every rank can see, which rank 0 creates (remove it before a run):\n"
+    "  kimi-run MODEL.kimi --rank R --store /tmp/kimi-nccl-id ...\n"
+    "  --rank R              this process's rank, 0 .. N-1 (GPU models)\n"
+    "  --store FILE          where the ranks meet (NCCL's unique id)\n"
     "Rank 0 prints and writes --dump-logits; every rank computes the same\n"
     "logits.\n"
     "\n"
@@ -113,6 +127,27 @@ bool expandWeights(const std::string &path, std::vector<std::string> &out,
   return true;
 }
 
+/// All-gathers `mine` into `all` (size() x as long). NCCL works on device
+/// buffers: with `device` the data travels through it.
+template <typename T>
+Status gatherAll(Communicator *comm, const CudaDevice *device,
+                 const std::vector<T> &mine, std::vector<T> &all) {
+  if (!device)
+    return comm->allGather(mine, all);
+  const size_t in = mine.size() * sizeof(T), out = all.size() * sizeof(T);
+  KIMI_ASSIGN_OR_RETURN(DeviceBuffer send, DeviceBuffer::allocate(*device, in + 1));
+  KIMI_ASSIGN_OR_RETURN(DeviceBuffer recv, DeviceBuffer::allocate(*device, out + 1));
+  KIMI_RETURN_IF_ERROR(send.upload(mine.data(), in));
+  const CommDType type = sizeof(T) == 8 ? CommDType::kI64
+                         : std::is_floating_point_v<T> ? CommDType::kF32
+                                                       : CommDType::kI32;
+  KIMI_RETURN_IF_ERROR(comm->allGather(
+      ConstCommBuffer(reinterpret_cast<const void *>(send.address()),
+                      mine.size(), type),
+      CommBuffer{reinterpret_cast<void *>(recv.address()), all.size(), type}));
+  return recv.download(all.data(), out);
+}
+
 int32_t argmax(const float *row, int64_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
@@ -123,6 +158,8 @@ int main(int argc, char **argv) {
   std::string model, saveWeights, dumpLogits, promptIds;
   std::vector<std::string> weightArgs;
   long long randomSeed = -1, promptRandom = 0, maxNew = 16, seed = 1;
+  long long rankArg = -1, deviceArg = -1;
+  std::string store;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &out) {
@@ -161,6 +198,15 @@ int main(int argc, char **argv) {
     } else if (a == "--seed") {
       if (!number(seed))
         return fail("--seed needs an integer");
+    } else if (a == "--rank") {
+      if (!number(rankArg) || rankArg < 0)
+        return fail("--rank needs a non-negative integer");
+    } else if (a == "--store") {
+      if (!value(store))
+        return fail("--store needs a file");
+    } else if (a == "--device") {
+      if (!number(deviceArg) || deviceArg < 0)
+        return fail("--device needs a CUDA device ordinal");
     } else if (a == "--dump-logits") {
       if (!value(dumpLogits))
         return fail("--dump-logits needs a file");
@@ -185,9 +231,41 @@ int main(int argc, char **argv) {
   auto spec = std::make_shared<const ArtifactSpec>(std::move(artifact.value()));
   const int64_t vocab = spec->model.vocabSize;
 
-  // Partitioned: one MPI process per rank.
+  const bool gpuModel = spec->target.name == "sm_90a";
+  if (!gpuModel && (rankArg >= 0 || !store.empty() || deviceArg >= 0))
+    return fail("--rank, --store and --device apply to GPU models; CPU ranks "
+                "run under mpirun");
+  if ((rankArg >= 0) != !store.empty())
+    return fail("--rank and --store go together (see --help)");
+  if (rankArg >= 0 && spec->target.numRanks == 1)
+    return fail("--rank: the artifact is not partitioned (1 rank)");
+  const int device = deviceArg >= 0 ? int(deviceArg)
+                     : rankArg >= 0 ? int(rankArg)
+                                    : 0;
+
+  // Partitioned: one process per rank, through NCCL (GPU models) or MPI.
   std::unique_ptr<Communicator> comm;
-  if (spec->target.numRanks > 1) {
+  std::unique_ptr<CudaDevice> commDevice; // NCCL's device, outlives comm
+  if (gpuModel && spec->target.numRanks > 1) {
+    if (rankArg < 0)
+      return fail("the GPU artifact is partitioned over " +
+                  std::to_string(spec->target.numRanks) +
+                  " ranks: start one process per rank with --rank R --store "
+                  "FILE (see --help)");
+    if (rankArg >= spec->target.numRanks)
+      return fail("--rank " + std::to_string(rankArg) + ": the artifact has " +
+                  std::to_string(spec->target.numRanks) + " ranks");
+    StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::open(device);
+    if (!dev.isOk())
+      return fail(dev.status().message());
+    commDevice = std::move(dev.value());
+    StatusOr<std::unique_ptr<NcclCommunicator>> nccl = NcclCommunicator::create(
+        *commDevice, int(rankArg), spec->target.numRanks, store);
+    if (!nccl.isOk())
+      return fail("rank " + std::to_string(rankArg) + ": " +
+                  nccl.status().message());
+    comm = std::move(nccl.value());
+  } else if (spec->target.numRanks > 1) {
 #ifdef KIMI_RUN_HAVE_MPI
     StatusOr<std::unique_ptr<MpiCommunicator>> mpi = MpiCommunicator::create();
     if (!mpi.isOk())
@@ -258,7 +336,7 @@ int main(int argc, char **argv) {
   if (!loader.isOk())
     return fail(loader.status().message());
   StatusOr<std::shared_ptr<Executable>> exe =
-      createExecutable(spec, *loader.value(), comm.get());
+      createExecutable(spec, *loader.value(), comm.get(), device);
   if (!exe.isOk())
     return fail(exe.status().message());
   StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
@@ -356,9 +434,9 @@ int main(int argc, char **argv) {
     perGroup = n / groups;
     allTokens.resize(myTokens.size() * size_t(n));
     allRows.resize(myRows.size() * size_t(n));
-    Status g = comm->allGather(myTokens, allTokens);
+    Status g = gatherAll(comm.get(), commDevice.get(), myTokens, allTokens);
     if (g.isOk() && keepRows)
-      g = comm->allGather(myRows, allRows);
+      g = gatherAll(comm.get(), commDevice.get(), myRows, allRows);
     if (!g.isOk())
       return fail("gathering the data-parallel groups' results: " +
                   g.message());
@@ -402,9 +480,11 @@ int main(int argc, char **argv) {
     exe.value().reset();
     comm.reset();
 #ifdef KIMI_RUN_HAVE_MPI
-    Status finalized = MpiCommunicator::finalize();
-    if (!finalized.isOk())
-      return fail(finalized.message());
+    if (!gpuModel) {
+      Status finalized = MpiCommunicator::finalize();
+      if (!finalized.isOk())
+        return fail(finalized.message());
+    }
 #endif
   }
   return 0;
