@@ -22,19 +22,46 @@ using namespace mlir;
 
 namespace {
 
+/// The buffer a memref views (through subviews, reshapes and casts).
+Value rootBuffer(Value memref) {
+  while (auto view = memref.getDefiningOp<ViewLikeOpInterface>())
+    memref = view.getViewSource();
+  return memref;
+}
+
+/// Whether a kernel reads or writes `memref` or a view of it.
+bool usedByKernels(Value memref) {
+  for (OpOperand &use : memref.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<gpu::LaunchFuncOp>(user) || user->getParentOfType<gpu::LaunchOp>())
+      return true;
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user))
+      if (view.getViewSource() == memref &&
+          llvm::any_of(user->getResults(), usedByKernels))
+        return true;
+  }
+  return false;
+}
+
 /// Ownership-based deallocation keeps its bookkeeping (pointers as index,
-/// ownership flags as i1) in small host buffers; model data never has these
-/// element types.
-bool isHostBookkeeping(Type memrefType) {
-  Type element = cast<MemRefType>(memrefType).getElementType();
-  return element.isIndex() || element.isInteger(1);
+/// ownership flags as i1) in small host buffers. Model data can have these
+/// element types too (expert masks are i1): a buffer that a kernel uses is
+/// device data whatever its element type.
+bool isHostBookkeeping(Value memref) {
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  if (!element.isIndex() && !element.isInteger(1))
+    return false;
+  Value root = rootBuffer(memref);
+  return !isa_and_nonnull<memref::AllocOp, memref::AllocaOp>(
+             root.getDefiningOp()) ||
+         !usedByKernels(root);
 }
 
 bool isAccess(Operation *op) {
   if (auto load = dyn_cast<memref::LoadOp>(op))
-    return !isHostBookkeeping(load.getMemRefType());
+    return !isHostBookkeeping(load.getMemRef());
   if (auto store = dyn_cast<memref::StoreOp>(op))
-    return !isHostBookkeeping(store.getMemRefType());
+    return !isHostBookkeeping(store.getMemRef());
   return false;
 }
 
@@ -155,7 +182,7 @@ struct KimiGpuSerialKernels
     // memory in this target).
     SmallVector<memref::AllocOp> bookkeeping;
     getOperation().walk([&](memref::AllocOp alloc) {
-      if (isHostBookkeeping(alloc.getType()) &&
+      if (isHostBookkeeping(alloc.getResult()) &&
           !alloc->getParentOfType<gpu::LaunchOp>())
         bookkeeping.push_back(alloc);
     });

@@ -166,6 +166,19 @@ TEST_P(ModelGpu, LogitsMatchCpuTarget) {
   double medianRow = sorted[sorted.size() / 2];
   std::printf("[ errors   ] all rows %.3g, median row %.3g, worst row %.3g\n",
               all, medianRow, sorted.back());
+  // Where the error is: by position in the prompt (a recurrence that
+  // drifts grows along it), and per decode step.
+  std::printf("[ rows     ]");
+  for (size_t lo = 0, hi = 16; lo < size_t(c.prompt); lo = hi, hi *= 2) {
+    hi = std::min(hi, size_t(c.prompt));
+    std::vector<double> part(rowErrors.begin() + lo, rowErrors.begin() + hi);
+    std::sort(part.begin(), part.end());
+    std::printf(" %zu-%zu: %.3g", lo, hi - 1, part[part.size() / 2]);
+  }
+  std::printf(" | decode:");
+  for (size_t r = size_t(c.prompt); r < rows; ++r)
+    std::printf(" %.3g", rowErrors[r]);
+  std::printf("\n");
   RecordProperty("relative_error", std::to_string(all));
   EXPECT_LT(all, 2e-2) << "relative L2 error of all logits";
   EXPECT_LT(medianRow, c.medianRowBound)

@@ -41,6 +41,40 @@ func.func @bookkeeping(%flag: i1) -> i1 {
 
 // -----
 
+// An i1 buffer that a kernel writes is model data (expert-parallel masks),
+// not bookkeeping: it stays a device allocation, and a host access to it
+// becomes a one-thread kernel.
+// CHECK-LABEL: func.func @device_mask
+// CHECK: %[[MASK:.*]] = memref.alloc() : memref<8xi1>
+// CHECK-NOT: memref.alloca
+// CHECK: gpu.launch
+// CHECK: memref.store %{{.*}}, %[[MASK]]
+// CHECK: gpu.launch
+// CHECK: memref.load %[[MASK]]
+// CHECK: memref.dealloc %[[MASK]]
+func.func @device_mask(%in: memref<8xf32>, %out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %mask = memref.alloc() : memref<8xi1>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
+    %v = memref.load %in[%tx] : memref<8xf32>
+    %p = arith.cmpf ogt, %v, %zero : f32
+    memref.store %p, %mask[%tx] : memref<8xi1>
+    gpu.terminator
+  }
+  %first = memref.load %mask[%c0] : memref<8xi1>
+  %x = memref.load %in[%c0] : memref<8xf32>
+  %y = arith.select %first, %x, %zero : f32
+  memref.store %y, %out[] : memref<f32>
+  memref.dealloc %mask : memref<8xi1>
+  return
+}
+
+// -----
+
 // Host control flow that depends on device data cannot run: an error.
 func.func @host_reads(%in: memref<4xf32>) -> f32 {
   %c0 = arith.constant 0 : index
