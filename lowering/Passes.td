@@ -340,9 +340,12 @@ def KimiGpuSerialKernels
     device-to-host copy and a synchronisation in the middle of an entry.
 
     The bookkeeping of ownership-based deallocation (buffers of `index`
-    pointers and `i1` ownership flags, element types model data never has)
-    stays on the host: its `memref.alloc`s become `memref.alloca`s (their
-    deallocs are dropped) and its accesses are left in host code.
+    pointers and `i1` ownership flags) stays on the host: its
+    `memref.alloc`s become `memref.alloca`s (their deallocs are dropped) and
+    its accesses are left in host code. A buffer of those element types
+    that a kernel uses (directly or through a view) is model data instead,
+    such as the expert masks of an expert-parallel partition, and stays in
+    device memory like any other.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

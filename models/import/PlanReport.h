@@ -42,7 +42,7 @@ struct PlanOptions {
   /// replicated on every rank of the group.
   bool splitMlaCache = true;
   /// Link and device rates (docs/plan-report.md gives the sources).
-  double nvlinkBytesPerS = 450e9;    // per device, per direction
+  double nvlinkBytesPerS = 300e9;    // per device, per direction (measured)
   double interNodeBytesPerS = 50e9;  // per device, per direction (400 Gb/s)
   double hbmBytesPerS = 4.26e12;     // measured copy rate, reference §8
   double flopsPerS = 754e12;         // measured bf16 matmul, reference §8

@@ -37,6 +37,7 @@ struct KdaCase {
   const char *entry;
   Gate gate;
   std::vector<int32_t> cuSeqlens; // varlen cases
+  double scale = 0.088388347648318; // 1 / sqrt(dk)
 };
 
 const KdaCase kCases[] = {
@@ -47,12 +48,14 @@ const KdaCase kCases[] = {
     {"decode", Gate::LowerBound, {}},
     {"prefill_bf16state", Gate::LowerBound, {}},
     {"decode_bf16state", Gate::LowerBound, {}},
+    // k3-tiny's KDA as the model calls it: 64-wide heads, f32 gate input.
+    {"prefill_d64", Gate::LowerBound, {}, 0.125},
+    {"decode_d64", Gate::LowerBound, {}, 0.125},
 };
 
 // Test names and failure messages show the entry.
 void PrintTo(const KdaCase &c, std::ostream *os) { *os << c.entry; }
 
-constexpr double kScale = 0.088388347648318;
 constexpr double kLowerBound = -5.0;
 
 // The build's artifacts, or KIMI_KDA_ARTIFACT_DIR (the test binary run on
@@ -123,7 +126,7 @@ void reference(const KdaCase &c, std::map<std::string, bench::HostTensor> &in,
       if (init)
         std::copy(init->begin() + base, init->begin() + base + DK * DV, S.begin());
       std::vector<double> out = reference::ops::kdaRecurrent(
-          qq.data(), kk.data(), vv.data(), gg.data(), bb.data(), n, DK, DV, kScale, S);
+          qq.data(), kk.data(), vv.data(), gg.data(), bb.data(), n, DK, DV, c.scale, S);
       for (int64_t t = 0; t < n; ++t)
         for (int64_t d = 0; d < DV; ++d)
           o[((t0 + t) * H + h) * DV + d] = out[t * DV + d];

@@ -37,11 +37,18 @@ struct ModelCase {
   const char *name;
   int prompt;  // tokens prefilled
   int decode;  // decode steps after it
-  /// Bound on the median row's relative error against the CPU target: f32
-  /// (1e-4), or bf16 I/O (1e-2) where the GPU rounds inside (the KDA
-  /// kernels' bf16 tensor-core operands; the CPU reference has only their
-  /// I/O rounding, --kda-bf16-io).
+  /// Bound on the median row's relative error against the CPU target (f32).
   double medianRowBound = 1e-4;
+  /// Cases whose GPU code rounds inside (the KDA kernels' bf16 tensor-core
+  /// operands) against a CPU reference with only their I/O rounding
+  /// (--kda-bf16-io): random-weight models amplify a rounding of a few
+  /// 1e-3 to logits differences of 0.2-0.3 (routing flips, norms), so no
+  /// absolute bound separates rounding from a fault. The bound is relative
+  /// instead: the GPU may differ from the reference by at most 1.5x what
+  /// the I/O rounding alone changes (this CPU artifact, unrounded, against
+  /// the reference). A fault in the kernels' use (layouts, chunk states)
+  /// gives errors of order 1.
+  const char *unroundedCpu = nullptr;
 };
 
 /// KIMI_MODEL_GPU_ARTIFACT_DIR (environment) overrides the build's folder,
@@ -180,6 +187,24 @@ TEST_P(ModelGpu, LogitsMatchCpuTarget) {
     std::printf(" %.3g", rowErrors[r]);
   std::printf("\n");
   RecordProperty("relative_error", std::to_string(all));
+  if (c.unroundedCpu) {
+    auto plainSpec = read(artifactPath(std::string(c.unroundedCpu) + "-cpu"));
+    auto plainLoader = weights(*plainSpec);
+    auto plain = CpuExecutable::create(plainSpec, *plainLoader);
+    ASSERT_TRUE(plain.isOk()) << plain.status().message();
+    auto ps = Session::create(plain.value());
+    ASSERT_TRUE(ps.isOk());
+    std::vector<float> unrounded = run(*ps.value(), prompt, extra);
+    ASSERT_EQ(unrounded.size(), want.size());
+    double floor = relativeError(unrounded, want, 0, want.size());
+    std::printf("[ floor    ] the I/O rounding alone: all rows %.3g; the GPU "
+                "is %.2fx that\n",
+                floor, all / floor);
+    EXPECT_LT(all, 1.5 * floor)
+        << "the GPU differs from the rounded reference by more than 1.5x "
+           "what the rounding itself changes";
+    return;
+  }
   EXPECT_LT(all, 2e-2) << "relative L2 error of all logits";
   EXPECT_LT(medianRow, c.medianRowBound)
       << "median relative error of a logits row";
@@ -214,11 +239,13 @@ TEST_P(ModelGpu, PrefillThenDecodeEqualsPrefill) {
 // k3-tiny: 300 tokens = one 256-token GPU prefill step + 44 decode steps
 // (CPU: four 64-token steps + 44); k3-mini: 70 = one 64-token step + 6.
 // k3-tiny-kda: k3-tiny with the generated KDA kernels (--gpu-kda-kernels)
-// against the CPU target with their bf16 I/O rounding (--kda-bf16-io).
+// against the CPU target with their bf16 I/O rounding (--kda-bf16-io),
+// bounded by what that rounding changes (k3-tiny-cpu, unrounded).
 INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                          ::testing::Values(ModelCase{"k3-tiny", 300, 6},
                                            ModelCase{"k3-mini", 70, 3},
-                                           ModelCase{"k3-tiny-kda", 300, 6, 1e-2}),
+                                           ModelCase{"k3-tiny-kda", 300, 6, 0,
+                                                     "k3-tiny"}),
                          [](const auto &info) {
                            std::string n = info.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');
