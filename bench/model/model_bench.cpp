@@ -173,19 +173,31 @@ int main(int argc, char **argv) {
     std::fprintf(stderr,
                  "usage: kimi-bench-model MODEL.kimi [--batch-artifact B.kimi] "
                  "[--prefill-tokens N] [--decode-steps N] [--context C] "
-                 "[--repeats R] [--seed S]\n");
+                 "[--repeats R] [--seed S] [--profile]\n"
+                 "  --profile  GPU models: per-kernel device times of each "
+                 "phase on stderr\n"
+                 "             (CUDA events around every launch: the JSON "
+                 "times include them)\n");
     return 2;
   }
   std::string model = argv[1], batchModel;
   long prefillTokens = 8192, decodeSteps = 32, context = 1024, repeats = 3,
        seed = 1;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  bool profile = false;
+  for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--batch-artifact") {
-      batchModel = argv[i + 1];
+    if (a == "--profile") {
+      profile = true;
       continue;
     }
-    long v = std::atol(argv[i + 1]);
+    if (i + 1 >= argc)
+      die("option " + a + " needs a value");
+    std::string value = argv[++i];
+    if (a == "--batch-artifact") {
+      batchModel = value;
+      continue;
+    }
+    long v = std::atol(value.c_str());
     if (a == "--prefill-tokens") prefillTokens = v;
     else if (a == "--decode-steps") decodeSteps = v;
     else if (a == "--context") context = v;
@@ -199,6 +211,8 @@ int main(int argc, char **argv) {
 
   Loaded m = load(model, seed);
   const ArtifactSpec &a = *m.artifact;
+  if (profile)
+    m.exe->setProfiling(true);
   auto session = orDie(Session::create(m.exe), "session");
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::vector<int32_t> prompt(prefillTokens);
@@ -212,12 +226,22 @@ int main(int argc, char **argv) {
     auto t1 = std::chrono::steady_clock::now();
     if (!p.isOk())
       die("prefill: " + p.status().message());
+    if (profile) {
+      std::fprintf(stderr, "== prefill of %ld tokens\n%s", prefillTokens,
+                   m.exe->profileReport().c_str());
+      m.exe->clearProfile();
+    }
     for (long i = 0; i < decodeSteps; ++i) {
       auto d = session->decodeStep(prompt[i % prompt.size()]);
       if (!d.isOk())
         die("decode: " + d.status().message());
     }
     auto t2 = std::chrono::steady_clock::now();
+    if (profile) {
+      std::fprintf(stderr, "== %ld decode steps, batch 1\n%s", decodeSteps,
+                   m.exe->profileReport().c_str());
+      m.exe->clearProfile();
+    }
     prefillS.push_back(seconds(t0, t1));
     decodeS.push_back(seconds(t1, t2) / double(decodeSteps));
   }
@@ -227,6 +251,8 @@ int main(int argc, char **argv) {
   std::vector<double> batchS;
   if (!batchModel.empty()) {
     Loaded bm = load(batchModel, seed);
+    if (profile)
+      bm.exe->setProfiling(true);
     const EntrySpec *d = bm.artifact->findEntry("decode");
     if (!d)
       die(batchModel + ": no decode entry");
@@ -246,7 +272,12 @@ int main(int argc, char **argv) {
         die("batched decode: " + st.message());
       if (r > 0) // the first call loads kernels
         batchS.push_back(seconds(t0, t1));
+      else
+        bm.exe->clearProfile();
     }
+    if (profile)
+      std::fprintf(stderr, "== %ld decode steps, batch %ld\n%s", repeats, batch,
+                   bm.exe->profileReport().c_str());
   }
 
   const double rate = a.target.name == "cpu" ? 0 : copyRate();

@@ -7,7 +7,10 @@
 #include "runtime/cpu/memref.h"
 #include "runtime/support/text.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -113,7 +116,57 @@ struct KimiRtGpuTable {
 }
 } // namespace
 
+/// Device time per kernel (GpuModelExecutable::setProfiling).
+struct KernelProfile {
+  struct Stat {
+    int64_t calls = 0;
+    double ms = 0;
+    std::string shape; // of the last launch
+  };
+  struct Pending {
+    std::string label, shape;
+    size_t event; // events[event] and events[event + 1]
+  };
+  bool on = false;
+  std::map<void *, std::string> names; // CUfunction -> kernel name
+  std::vector<std::unique_ptr<CudaEvent>> events; // reused across calls
+  std::vector<Pending> pending;
+  size_t used = 0;
+  std::map<std::string, Stat> stats;
+  double entryMs = 0;
+  int64_t entryCalls = 0;
+
+  /// Two recorded events bracket `launch`.
+  template <typename Launch>
+  Status time(const CudaDevice &device, const CudaStream &stream,
+              std::string label, std::string shape, Launch &&launch) {
+    while (events.size() < used + 2) {
+      KIMI_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> e, CudaEvent::create(device));
+      events.push_back(std::move(e));
+    }
+    KIMI_RETURN_IF_ERROR(events[used]->record(&stream));
+    KIMI_RETURN_IF_ERROR(launch());
+    KIMI_RETURN_IF_ERROR(events[used + 1]->record(&stream));
+    pending.push_back({std::move(label), std::move(shape), used});
+    used += 2;
+    return Status::ok();
+  }
+  /// After the stream was synchronised: the pending times into the stats.
+  void collect() {
+    for (Pending &p : pending) {
+      StatusOr<float> ms = CudaEvent::elapsedMs(*events[p.event], *events[p.event + 1]);
+      Stat &st = stats[p.label];
+      st.calls += 1;
+      st.ms += ms.isOk() ? ms.value() : 0.0;
+      st.shape = std::move(p.shape);
+    }
+    pending.clear();
+    used = 0;
+  }
+};
+
 struct GpuModelExecutable::Shim {
+  KernelProfile profile;
   const CudaDevice *device = nullptr;
   const CudaStream *stream = nullptr;
   DeviceAllocator *allocator = nullptr;
@@ -154,6 +207,8 @@ struct GpuModelExecutable::Shim {
       return s.fail(d.check(r, ("cuModuleGetFunction '" + std::string(name) +
                                 "'").c_str()));
     *function = f;
+    if (s.profile.on)
+      s.profile.names[f] = name;
     return 0;
   }
   static int32_t launch(void *ctx, void *function, int64_t gx, int64_t gy,
@@ -167,13 +222,28 @@ struct GpuModelExecutable::Shim {
           std::to_string(bx) + ", " + std::to_string(by) + ", " +
           std::to_string(bz) + ") exceeds the hardware limits"));
     const CudaDriver &d = s.device->driver();
-    cuda::CUresult r = d.cuLaunchKernel(
-        static_cast<cuda::CUfunction>(function), unsigned(gx), unsigned(gy),
-        unsigned(gz), unsigned(bx), unsigned(by), unsigned(bz),
-        unsigned(smem), s.stream->handle(), params, nullptr);
-    if (r != 0)
-      return s.fail(d.check(r, "cuLaunchKernel"));
-    return 0;
+    auto go = [&] {
+      return d.check(d.cuLaunchKernel(static_cast<cuda::CUfunction>(function),
+                                      unsigned(gx), unsigned(gy), unsigned(gz),
+                                      unsigned(bx), unsigned(by), unsigned(bz),
+                                      unsigned(smem), s.stream->handle(),
+                                      params, nullptr),
+                     "cuLaunchKernel");
+    };
+    Status st = Status::ok();
+    if (s.profile.on) {
+      auto it = s.profile.names.find(function);
+      st = s.profile.time(
+          *s.device, *s.stream,
+          it == s.profile.names.end() ? "?" : it->second,
+          std::to_string(gx) + "x" + std::to_string(gy) + "x" +
+              std::to_string(gz) + " blocks of " +
+              std::to_string(bx * by * bz),
+          go);
+    } else {
+      st = go();
+    }
+    return st.isOk() ? 0 : s.fail(std::move(st));
   }
   static int32_t alloc(void *ctx, uint64_t bytes, void **ptr) {
     Shim &s = of(ctx);
@@ -197,7 +267,14 @@ struct GpuModelExecutable::Shim {
     g.bK = d[10], g.bN = d[11], g.bBatch = d[12];
     g.cM = d[13], g.cN = d[14], g.cBatch = d[15];
     g.precision = static_cast<int32_t>(d[16]);
-    Status st = s.blas->gemm(g, s.stream->handle());
+    auto go = [&] { return s.blas->gemm(g, s.stream->handle()); };
+    Status st = s.profile.on
+                    ? s.profile.time(*s.device, *s.stream,
+                                     "cublasLt gemm " + std::to_string(g.m) +
+                                         "x" + std::to_string(g.n) + "x" +
+                                         std::to_string(g.k),
+                                     "batch " + std::to_string(g.batch), go)
+                    : go();
     if (!st.isOk())
       return s.fail(std::move(st));
     return 0;
@@ -251,6 +328,8 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   exe->shim_->device = exe->device_.get();
   exe->shim_->stream = exe->stream_.get();
   exe->shim_->allocator = exe->allocator_.get();
+  if (const char *env = std::getenv("KIMI_GPU_PROFILE"))
+    exe->shim_->profile.on = std::string(env) == "1";
 
   // cuBLASLt is needed only by models with matrix products (all real ones);
   // its absence is reported by the first product.
@@ -348,6 +427,53 @@ GpuModelExecutable::~GpuModelExecutable() {
   module_.reset();
 }
 
+void GpuModelExecutable::setProfiling(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shim_->profile.on = on;
+}
+
+void GpuModelExecutable::clearProfile() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shim_->profile.stats.clear();
+  shim_->profile.entryMs = 0;
+  shim_->profile.entryCalls = 0;
+}
+
+std::string GpuModelExecutable::profileReport(size_t top) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const KernelProfile &p = shim_->profile;
+  if (!p.on && p.stats.empty())
+    return std::string();
+  std::vector<std::pair<std::string, KernelProfile::Stat>> rows(p.stats.begin(),
+                                                                p.stats.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
+  double total = 0;
+  int64_t calls = 0;
+  for (const auto &r : rows) {
+    total += r.second.ms;
+    calls += r.second.calls;
+  }
+  std::string out = "kernel profile (device time, CUDA events around each "
+                    "launch)\n";
+  char line[512];
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const auto &[name, st] = rows[i];
+    std::snprintf(line, sizeof line, "%9.3f ms %5.1f %% %8lld calls %9.2f us  %s  [%s]\n",
+                  st.ms, total > 0 ? 100.0 * st.ms / total : 0.0,
+                  (long long)st.calls, st.calls ? 1e3 * st.ms / st.calls : 0.0,
+                  name.c_str(), st.shape.c_str());
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "total: %.3f ms of device time in %lld launches of %zu kernels; "
+                "entry calls: %lld taking %.3f ms of wall time\n",
+                total, (long long)calls, rows.size(), (long long)p.entryCalls,
+                p.entryMs);
+  out += line;
+  return out;
+}
+
 void GpuModelExecutable::setPoison(bool poison) {
   std::lock_guard<std::mutex> lock(mutex_);
   allocator_->setPoison(poison ? stream_.get() : nullptr);
@@ -415,8 +541,16 @@ Status GpuModelExecutable::run(const std::string &entryName,
   *status_ = 0;
   shim_->error = Status::ok();
   MemRefStruct results(outRanks);
+  auto started = std::chrono::steady_clock::now();
   Status called = callEntry(fn->second, results.structPointer(), argPointers);
   Status synced = stream_->synchronize();
+  if (shim_->profile.on) {
+    shim_->profile.collect();
+    shim_->profile.entryMs += std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - started)
+                                  .count();
+    shim_->profile.entryCalls += 1;
+  }
   Status status = called;
   if (status.isOk() && !shim_->error.isOk())
     status = shim_->error;

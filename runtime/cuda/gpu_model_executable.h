@@ -88,6 +88,16 @@ public:
   /// an element the code forgets to write shows up in the outputs.
   void setPoison(bool poison);
 
+  /// Kernel profile: with it on (or KIMI_GPU_PROFILE=1 in the environment
+  /// when the executable is created), every launch and matrix product is
+  /// bracketed by CUDA events and its device time summed by kernel name.
+  void setProfiling(bool on) override;
+  /// The profile so far: one line per kernel (calls, total and mean device
+  /// time, the last launch shape), the most expensive first, at most `top`
+  /// lines, then the totals. Empty when profiling is off.
+  std::string profileReport(size_t top = 40) const override;
+  void clearProfile() override;
+
   struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
 
 private:

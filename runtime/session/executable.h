@@ -39,6 +39,13 @@ public:
   virtual double weightLoadSeconds() const = 0;
   /// "cpu" or the GPU's description.
   virtual std::string deviceName() const = 0;
+  /// Per-kernel device times (GPU models; KIMI_GPU_PROFILE=1 turns it on at
+  /// load). Targets without kernels to time ignore it and report nothing.
+  virtual void setProfiling(bool) {}
+  /// The profile since the last clearProfile(), most expensive kernels
+  /// first (at most `top`), or empty.
+  virtual std::string profileReport(size_t top = 40) const { (void)top; return {}; }
+  virtual void clearProfile() {}
 };
 
 /// The signature of entry `entry` for a call with `inputCount` inputs; an

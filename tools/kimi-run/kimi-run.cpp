@@ -61,6 +61,9 @@ const char *kUsage =
     "  --device D            CUDA device of a GPU model (default: the rank,\n"
     "                        so one process per GPU of one host)\n"
     "\n"
+    "KIMI_GPU_PROFILE=1 in the environment prints a GPU model's device time\n"
+    "per kernel (all entry calls) on stderr at the end.\n"
+    "\n"
     "A partitioned artifact (kimi-compile --grid N --strategy ...) runs as N\n"
     "processes, one rank each. CPU ranks talk through MPI:\n"
     "  mpirun -np N kimi-run MODEL.kimi ...\n"
@@ -474,6 +477,9 @@ int main(int argc, char **argv) {
   if (dump)
     std::printf("logits: %lld rows x %lld written to %s\n",
                 (long long)dumpedRows, (long long)vocab, dumpLogits.c_str());
+  // KIMI_GPU_PROFILE=1: the GPU model's per-kernel device times.
+  if (std::string profile = exe.value()->profileReport(); !profile.empty())
+    std::fprintf(stderr, "%s", profile.c_str());
   if (comm) {
     // The executable talks to the communicator until it is gone.
     session.value().reset();
