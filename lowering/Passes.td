@@ -280,7 +280,11 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     ```
 
     with element addresses and strides taken from the buffers' strided
-    metadata (a loop dimension an operand does not use has stride 0). The
+    metadata (a loop dimension an operand does not use has stride 0).
+    Loops of static extent 1 do not count as dimensions, except that one of
+    m, n and k stays when all its loops are units: a decode step's
+    `[1, 1, K] x [N, K]` is a product with m = 1 (cuBLASLt's GEMV), not a
+    kernel in which every thread loops over K. The
     GPU shim forwards it to the runtime, which runs `C += A B` with cuBLASLt
     on the model's stream (runtime/cuda/cublaslt.h). Everything else stays
     for the loop-to-kernel mapping. `precision` chooses exact f32 products

@@ -53,18 +53,26 @@ std::optional<Contraction> asGemm(linalg::LinalgOp op) {
   if (failed(dims))
     return std::nullopt;
   // Loop dims of static extent 1 (a batch of one sequence) carry no data.
+  // Of m, n and k one dimension stays even when all are units: a decode
+  // step's [1, 1, K] x [N, K] is a product with m = 1.
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto isUnit = [&](unsigned d) { return ranges[d] == 1; };
   auto drop = [&](SmallVector<unsigned, 2> &v) {
-    llvm::erase_if(v, [&](unsigned d) { return ranges[d] == 1; });
+    llvm::erase_if(v, isUnit);
+  };
+  auto dropKeepingOne = [&](SmallVector<unsigned, 2> &v) {
+    if (v.size() <= 1)
+      return;
+    unsigned last = v.back();
+    drop(v);
+    if (v.empty())
+      v.push_back(last);
   };
   unsigned unitLoops = llvm::count(ranges, 1);
   drop(dims->batch);
-  if (dims->m.size() > 1)
-    drop(dims->m);
-  if (dims->n.size() > 1)
-    drop(dims->n);
-  if (dims->k.size() > 1)
-    drop(dims->k);
+  dropKeepingOne(dims->m);
+  dropKeepingOne(dims->n);
+  dropKeepingOne(dims->k);
   if (dims->m.size() != 1 || dims->n.size() != 1 || dims->k.size() != 1 ||
       dims->batch.size() > 1)
     return std::nullopt;

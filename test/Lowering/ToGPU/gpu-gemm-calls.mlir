@@ -38,6 +38,28 @@ func.func @linear(%x: memref<1x8x64xf32>, %w: memref<32x64xf32>, %o: memref<1x8x
 
 // -----
 
+// A decode step's linear layer: one sequence of one token, so every m loop
+// is a unit; the product keeps m = 1 (a GEMV through cuBLASLt rather than a
+// kernel that loops over k in every thread).
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @decode_linear
+// CHECK-NOT: linalg.generic
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c1{{(_[0-9]+)?}}, %c32, %c64, %c1
+func.func @decode_linear(%x: memref<1x1x64xf32>, %w: memref<32x64xf32>, %o: memref<1x1x32xf32>) {
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x1x64xf32>, memref<32x64xf32>) outs(%o : memref<1x1x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // Batched over a real dimension (experts): one call with batch strides.
 #h = affine_map<(t, e, d, i) -> (t, e, i)>
 #dw = affine_map<(t, e, d, i) -> (e, d, i)>
