@@ -327,6 +327,39 @@ def KimiGpuMapLoops : Pass<"kimi-gpu-map-loops", "::mlir::func::FuncOp"> {
   ];
 }
 
+def KimiGpuWarpReductions
+    : Pass<"kimi-gpu-warp-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Spread long reduction loops over the 32 lanes of a warp";
+  let description = [{
+    `convert-linalg-to-parallel-loops` leaves a reduction as an `scf.for`
+    inside each iteration of the `scf.parallel` over the outputs, and the
+    GPU model target runs every output in one thread: a decode step's
+    routed-expert products, norms and matrix-vector products then loop over
+    1,024-8,192 elements in a single thread, reading memory with a stride.
+    This pass rewrites an outermost `scf.parallel` whose body is one such
+    loop, of static trip count at least `min-trip-count`, that accumulates
+    into memory (`store(combine(load(M[I]), x), M[I])` with indices `I`
+    fixed in the loop, `combine` one of `arith.addf`, `arith.maximumf`,
+    `arith.maxnumf`, several accumulators allowed, no other access to `M`,
+    everything else pure or loads) into a loop with one more, innermost
+    dimension of 32 lanes: lane `l` accumulates iterations `l, l + 32, ...`
+    in registers, a butterfly of `gpu.shuffle xor` combines the lanes, and
+    lane 0 combines the result into memory once. `kimi-gpu-map-loops` then
+    linearises the lanes innermost, so the 32 lanes of one output are one
+    warp and read consecutive elements. Sums are taken in another order
+    (f32 rounding differs, by design within f32 tolerance).
+  }];
+  let options = [
+    Option<"minTripCount", "min-trip-count", "int64_t", "128",
+           "Shortest reduction loop to spread over a warp">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def KimiGpuSerialKernels
     : Pass<"kimi-gpu-serial-kernels", "::mlir::ModuleOp"> {
   let summary = "Run leftover host accesses of device memory as one-thread kernels";

@@ -311,6 +311,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+    pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuWarpReductions());
     kimi::KimiGpuMapLoopsOptions map;
     map.blockSize = options.blockSize;
     pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuMapLoops(map));

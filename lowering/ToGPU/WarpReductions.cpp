@@ -1,0 +1,247 @@
+//===- WarpReductions.cpp - reduction loops over the lanes of a warp ------===//
+//
+// kimi-gpu-warp-reductions: see lowering/Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <limits>
+
+namespace kimi {
+#define GEN_PASS_DEF_KIMIGPUWARPREDUCTIONS
+#include "lowering/Passes.h.inc"
+} // namespace kimi
+
+using namespace mlir;
+
+namespace {
+constexpr int64_t kWarp = 32;
+
+/// One accumulation `store(combine(load(M[I]), x), M[I])` of the loop body.
+struct Accumulator {
+  memref::LoadOp load;
+  Operation *combine;
+  memref::StoreOp store;
+  Value x; // the value combined in
+};
+
+bool isCombiner(Operation *op) {
+  return isa<arith::AddFOp, arith::MaximumFOp, arith::MaxNumFOp>(op);
+}
+
+/// The combiner's identity: what lanes with no iteration contribute.
+Value identity(OpBuilder &b, Location loc, Operation *combine, Type type) {
+  auto ft = cast<FloatType>(type);
+  double v = isa<arith::AddFOp>(combine)
+                 ? 0.0
+                 : -std::numeric_limits<double>::infinity();
+  return arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, v));
+}
+
+Value combineWith(OpBuilder &b, Location loc, Operation *combine, Value a,
+                  Value c) {
+  if (isa<arith::AddFOp>(combine))
+    return arith::AddFOp::create(b, loc, a, c);
+  if (isa<arith::MaximumFOp>(combine))
+    return arith::MaximumFOp::create(b, loc, a, c);
+  return arith::MaxNumFOp::create(b, loc, a, c);
+}
+
+/// Whether `v` is computed inside `loop` (its body or a nested region).
+bool definedIn(Value v, scf::ForOp loop) {
+  return loop->isAncestor(v.getParentBlock()->getParentOp());
+}
+
+/// The loop's accumulators, or failure when the body is anything else.
+FailureOr<SmallVector<Accumulator>> matchAccumulators(scf::ForOp loop) {
+  SmallVector<Accumulator> accs;
+  Block *body = loop.getBody();
+  for (Operation &op : body->without_terminator()) {
+    if (auto store = dyn_cast<memref::StoreOp>(&op)) {
+      Operation *combine = store.getValue().getDefiningOp();
+      if (!combine || !isCombiner(combine) || combine->getBlock() != body ||
+          !isa<FloatType>(store.getValue().getType()))
+        return failure();
+      for (Value i : store.getIndices())
+        if (definedIn(i, loop))
+          return failure();
+      // One operand is the load of the same element, the other the input.
+      for (unsigned side = 0; side < 2; ++side) {
+        auto load = combine->getOperand(side).getDefiningOp<memref::LoadOp>();
+        if (!load || load.getMemRef() != store.getMemRef() ||
+            load.getIndices() != store.getIndices() ||
+            load->getBlock() != body || !load->hasOneUse() ||
+            !combine->hasOneUse())
+          continue;
+        accs.push_back({load, combine, store, combine->getOperand(1 - side)});
+        break;
+      }
+      if (accs.empty() || accs.back().store != store)
+        return failure();
+      continue;
+    }
+    if (isa<memref::LoadOp>(op) || isPure(&op))
+      continue;
+    return failure();
+  }
+  if (accs.empty())
+    return failure();
+  // Nothing else touches an accumulated buffer, and the inputs never read
+  // the running value.
+  for (Accumulator &a : accs) {
+    for (Operation &op : body->without_terminator()) {
+      auto load = dyn_cast<memref::LoadOp>(&op);
+      if (load && load != a.load && load.getMemRef() == a.store.getMemRef())
+        return failure();
+    }
+    SmallVector<Value> work = {a.x};
+    DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != body)
+        continue;
+      if (def == a.load || llvm::any_of(accs, [&](Accumulator &o) {
+            return def == o.load.getOperation() || def == o.combine;
+          }))
+        return failure();
+      for (Value operand : def->getOperands())
+        work.push_back(operand);
+    }
+  }
+  return accs;
+}
+
+struct KimiGpuWarpReductions
+    : kimi::impl::KimiGpuWarpReductionsBase<KimiGpuWarpReductions> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (fn->getParentOfType<gpu::GPUModuleOp>())
+      return;
+    SmallVector<scf::ParallelOp> loops;
+    fn.walk([&](scf::ParallelOp loop) {
+      if (!loop->getParentOfType<scf::ParallelOp>() &&
+          !loop->getParentOfType<gpu::LaunchOp>())
+        loops.push_back(loop);
+    });
+    for (scf::ParallelOp loop : loops)
+      (void)rewrite(loop);
+  }
+
+  LogicalResult rewrite(scf::ParallelOp par) {
+    if (!par.getInitVals().empty())
+      return failure();
+    // The body: pure ops, then the reduction loop.
+    scf::ForOp loop;
+    for (Operation &op : par.getBody()->without_terminator()) {
+      if (auto f = dyn_cast<scf::ForOp>(&op)) {
+        if (loop)
+          return failure();
+        loop = f;
+        continue;
+      }
+      if (loop || !isPure(&op))
+        return failure();
+    }
+    if (!loop || !loop.getInitArgs().empty())
+      return failure();
+    std::optional<int64_t> trips = loop.getStaticTripCount()
+                                       ? std::optional<int64_t>(
+                                             loop.getStaticTripCount()->getSExtValue())
+                                       : std::nullopt;
+    if (!trips || *trips < minTripCount)
+      return failure();
+    FailureOr<SmallVector<Accumulator>> accs = matchAccumulators(loop);
+    if (failed(accs))
+      return failure();
+
+    Location loc = par.getLoc();
+    OpBuilder b(par);
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value warp = arith::ConstantIndexOp::create(b, loc, kWarp);
+    SmallVector<Value> lbs(par.getLowerBound()), ubs(par.getUpperBound()),
+        steps(par.getStep());
+    lbs.push_back(zero);
+    ubs.push_back(warp);
+    steps.push_back(one);
+    auto wide = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
+    Block *wideBody = wide.getBody();
+    b.setInsertionPointToStart(wideBody);
+    IRMapping map;
+    for (auto [from, to] : llvm::zip(par.getInductionVars(),
+                                     ArrayRef<Value>(wide.getInductionVars()).drop_back()))
+      map.map(from, to);
+    Value lane = wide.getInductionVars().back();
+    for (Operation &op : par.getBody()->without_terminator())
+      if (&op != loop.getOperation())
+        b.clone(op, map);
+
+    // Lane l takes iterations l, l + 32, ... in registers.
+    Value lb = map.lookupOrDefault(loop.getLowerBound());
+    Value ub = map.lookupOrDefault(loop.getUpperBound());
+    Value step = map.lookupOrDefault(loop.getStep());
+    Value start = arith::AddIOp::create(
+        b, loc, lb, arith::MulIOp::create(b, loc, lane, step));
+    Value stride = arith::MulIOp::create(b, loc, step, warp);
+    SmallVector<Value> inits;
+    for (const Accumulator &a : *accs)
+      inits.push_back(identity(b, loc, a.combine, a.x.getType()));
+    DenseSet<Operation *> skip;
+    for (Accumulator &a : *accs)
+      for (Operation *op : {a.load.getOperation(), a.combine,
+                            a.store.getOperation()})
+        skip.insert(op);
+    auto lanes = scf::ForOp::create(
+        b, loc, start, ub, stride, inits,
+        [&](OpBuilder &nb, Location l, Value iv, ValueRange iter) {
+          IRMapping inner = map;
+          inner.map(loop.getInductionVar(), iv);
+          for (Operation &op : loop.getBody()->without_terminator())
+            if (!skip.contains(&op))
+              nb.clone(op, inner);
+          SmallVector<Value> next;
+          for (auto [a, acc] : llvm::zip(*accs, iter))
+            next.push_back(
+                combineWith(nb, l, a.combine, acc, inner.lookupOrDefault(a.x)));
+          scf::YieldOp::create(nb, l, next);
+        });
+
+    // The butterfly leaves every lane with the warp's result; lane 0 stores.
+    SmallVector<Value> results;
+    for (auto [a, partial] : llvm::zip(*accs, lanes.getResults())) {
+      Value v = partial;
+      for (int32_t offset = kWarp / 2; offset > 0; offset /= 2) {
+        auto shuffled = gpu::ShuffleOp::create(b, loc, v, offset, kWarp,
+                                               gpu::ShuffleMode::XOR);
+        v = combineWith(b, loc, a.combine, v, shuffled.getShuffleResult());
+      }
+      results.push_back(v);
+    }
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                        zero);
+    auto ifFirst = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    for (auto [a, r] : llvm::zip(*accs, results)) {
+      SmallVector<Value> indices;
+      for (Value i : a.store.getIndices())
+        indices.push_back(map.lookupOrDefault(i));
+      Value memref = map.lookupOrDefault(a.store.getMemRef());
+      Value old = memref::LoadOp::create(b, loc, memref, indices);
+      memref::StoreOp::create(b, loc, combineWith(b, loc, a.combine, old, r),
+                              memref, indices);
+    }
+    par.erase();
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,117 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-warp-reductions | FileCheck %s
+
+// A matrix-vector product (a decode step's routed expert): each output's
+// 1024-long loop becomes 32 lanes of 32 iterations, a shuffle butterfly and
+// one update of the output by lane 0.
+// CHECK-LABEL: func.func @matvec
+// CHECK: scf.parallel (%[[N:.*]], %[[LANE:.*]]) = (%{{.*}}, %{{.*}}) to (%{{.*}}, %[[C32:.*]]) step
+// CHECK: %[[START:.*]] = arith.addi
+// CHECK: %[[PART:.*]] = scf.for %[[K:.*]] = %[[START]] to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK: memref.load %arg1[%[[N]], %[[K]]]
+// CHECK-NOT: memref.store
+// CHECK: scf.yield
+// CHECK: gpu.shuffle xor %[[PART]]
+// CHECK-COUNT-4: gpu.shuffle xor
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[LANE]]
+// CHECK: scf.if %[[FIRST]]
+// CHECK: memref.load %arg2[%[[N]]]
+// CHECK: arith.addf
+// CHECK: memref.store {{.*}}, %arg2[%[[N]]]
+func.func @matvec(%x: memref<1024xf32>, %w: memref<96x1024xf32>, %o: memref<96xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c96 = arith.constant 96 : index
+  %c1024 = arith.constant 1024 : index
+  scf.parallel (%n) = (%c0) to (%c96) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %b = memref.load %w[%n, %k] : memref<96x1024xf32>
+      %acc = memref.load %o[%n] : memref<96xf32>
+      %m = arith.mulf %a, %b : f32
+      %s = arith.addf %acc, %m : f32
+      memref.store %s, %o[%n] : memref<96xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Two accumulators in one loop (gate and up projections of an expert) and a
+// maximum (a softmax's running max), each with its identity.
+// CHECK-LABEL: func.func @two_and_max
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %[[NEGINF]]) -> (f32, f32)
+// CHECK: arith.maximumf
+// CHECK: scf.if
+// CHECK-COUNT-2: memref.store
+func.func @two_and_max(%x: memref<512xf32>, %w: memref<8x512xf32>, %o: memref<8xf32>, %m: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c512 = arith.constant 512 : index
+  scf.parallel (%n) = (%c0) to (%c8) step (%c1) {
+    scf.for %k = %c0 to %c512 step %c1 {
+      %a = memref.load %x[%k] : memref<512xf32>
+      %b = memref.load %w[%n, %k] : memref<8x512xf32>
+      %p = arith.mulf %a, %b : f32
+      %acc = memref.load %o[%n] : memref<8xf32>
+      %s = arith.addf %acc, %p : f32
+      memref.store %s, %o[%n] : memref<8xf32>
+      %mx = memref.load %m[%n] : memref<8xf32>
+      %t = arith.maximumf %mx, %b : f32
+      memref.store %t, %m[%n] : memref<8xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Left alone: a loop shorter than min-trip-count, a loop that reads the
+// buffer it accumulates into elsewhere (a running value), and a recurrence
+// whose input depends on the running value.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: gpu.shuffle
+// CHECK: return
+func.func @left_alone(%x: memref<1024xf32>, %o: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %c1024 = arith.constant 1024 : index
+  scf.parallel (%n) = (%c0) to (%c4) step (%c1) {
+    scf.for %k = %c0 to %c64 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %acc = memref.load %o[%n] : memref<4xf32>
+      %s = arith.addf %acc, %a : f32
+      memref.store %s, %o[%n] : memref<4xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%n) = (%c0) to (%c4) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %peek = memref.load %o[%c0] : memref<4xf32>
+      %acc = memref.load %o[%n] : memref<4xf32>
+      %p = arith.mulf %a, %peek : f32
+      %s = arith.addf %acc, %p : f32
+      memref.store %s, %o[%n] : memref<4xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%n) = (%c0) to (%c4) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %acc = memref.load %o[%n] : memref<4xf32>
+      %p = arith.mulf %a, %acc : f32
+      %s = arith.addf %acc, %p : f32
+      memref.store %s, %o[%n] : memref<4xf32>
+    }
+    scf.reduce
+  }
+  return
+}
