@@ -9,8 +9,9 @@
 //  * prefill: a fresh session prefills N random tokens (median of R);
 //  * decode batch 1: the same session decodes N more tokens, one at a time;
 //  * decode batch B (with --batch-artifact, a model compiled with
-//    --decode-batch B): the `decode` entry with B sequences whose states and
-//    caches (C rows each) are random, median step time;
+//    --batch B): a session of B sequences restored from random states and
+//    caches (C rows each; on a GPU they are uploaded once and stay there),
+//    median time of a decode step;
 //  * the batch-1 HBM floor: bytes a decode step must read (every weight
 //    except the embedding table, k of E routed experts, the recurrent
 //    states and C cache rows, in the artifact's stored types) over the
@@ -246,7 +247,7 @@ int main(int argc, char **argv) {
     decodeS.push_back(seconds(t1, t2) / double(decodeSteps));
   }
 
-  // Batched decode: the entry alone, random states and caches.
+  // Batched decode: a session restored from random states and caches.
   long batch = 0;
   std::vector<double> batchS;
   if (!batchModel.empty()) {
@@ -257,19 +258,28 @@ int main(int argc, char **argv) {
     if (!d)
       die(batchModel + ": no decode entry");
     batch = d->inputs[0].shape[0];
-    std::vector<HostTensor> inputs;
-    for (const TensorSpec &s : d->inputs)
-      inputs.push_back(randomTensor(s, context, rng, bm.artifact->model.vocabSize));
-    std::vector<const HostTensor *> ptrs;
-    for (const HostTensor &t : inputs)
-      ptrs.push_back(&t);
+    auto bs = orDie(Session::create(bm.exe), "batched session");
+    SessionSnapshot start;
+    for (const Session::Slot &slot : bs->slots())
+      start.tensors.push_back(std::make_shared<HostCarriedTensor>(
+          randomTensor(slot.spec, context, rng, bm.artifact->model.vocabSize)));
+    start.length = context;
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    start.lastLogits.resize(size_t(batch * bm.artifact->model.vocabSize));
+    for (float &x : start.lastLogits)
+      x = u(rng);
+    Status restored = bs->restoreState(start);
+    if (!restored.isOk())
+      die("batched decode: " + restored.message());
+    std::vector<int32_t> tokens(size_t(batch), 0);
     for (long r = 0; r < repeats + 1; ++r) {
-      std::vector<HostTensor> outs;
+      for (int32_t &t : tokens)
+        t = int32_t(rng() % uint32_t(bm.artifact->model.vocabSize));
       auto t0 = std::chrono::steady_clock::now();
-      Status st = bm.exe->run("decode", ptrs, 1, outs);
+      auto st = bs->decode(tokens.data(), tokens.size());
       auto t1 = std::chrono::steady_clock::now();
       if (!st.isOk())
-        die("batched decode: " + st.message());
+        die("batched decode: " + st.status().message());
       if (r > 0) // the first call loads kernels
         batchS.push_back(seconds(t0, t1));
       else

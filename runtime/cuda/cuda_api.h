@@ -31,6 +31,28 @@ using CUjit_option = int;
 using CUdevice_attribute = int;
 using CUfunction_attribute = int;
 
+// CUDA_MEMCPY2D (cuda.h's CUDA_MEMCPY2D_v2 layout).
+struct CudaMemcpy2D {
+  size_t srcXInBytes = 0, srcY = 0;
+  int srcMemoryType = 0; // CUmemorytype
+  const void *srcHost = nullptr;
+  CUdeviceptr srcDevice = 0;
+  void *srcArray = nullptr;
+  size_t srcPitch = 0;
+  size_t dstXInBytes = 0, dstY = 0;
+  int dstMemoryType = 0;
+  void *dstHost = nullptr;
+  CUdeviceptr dstDevice = 0;
+  void *dstArray = nullptr;
+  size_t dstPitch = 0;
+  size_t WidthInBytes = 0, Height = 0;
+};
+static_assert(sizeof(CudaMemcpy2D) == 128 &&
+                  offsetof(CudaMemcpy2D, dstDevice) == 88 &&
+                  offsetof(CudaMemcpy2D, Height) == 120,
+              "CUDA_MEMCPY2D layout (checked against CUDA 13's cuda.h)");
+constexpr int CU_MEMORYTYPE_DEVICE = 2;
+
 // CUresult
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;

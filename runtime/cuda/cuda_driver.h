@@ -69,6 +69,13 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
   X(cuMemsetD32Async,                                                          \
     cuda::CUresult (*)(cuda::CUdeviceptr, unsigned, size_t, cuda::CUstream),   \
     "cuMemsetD32Async")                                                        \
+  X(cuMemsetD8Async,                                                           \
+    cuda::CUresult (*)(cuda::CUdeviceptr, unsigned char, size_t,               \
+                       cuda::CUstream),                                        \
+    "cuMemsetD8Async")                                                         \
+  X(cuMemcpy2DAsync,                                                           \
+    cuda::CUresult (*)(const cuda::CudaMemcpy2D *, cuda::CUstream),            \
+    "cuMemcpy2DAsync_v2")                                                      \
   X(cuModuleLoadDataEx,                                                        \
     cuda::CUresult (*)(cuda::CUmodule *, const void *, unsigned,               \
                        cuda::CUjit_option *, void **),                         \

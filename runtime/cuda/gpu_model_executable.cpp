@@ -34,6 +34,7 @@ size_t DeviceAllocator::sizeClass(size_t bytes) {
 }
 
 StatusOr<cuda::CUdeviceptr> DeviceAllocator::allocate(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   const size_t c = sizeClass(bytes == 0 ? 1 : bytes);
   cuda::CUdeviceptr p = 0;
   auto hit = cached_.find(c);
@@ -44,7 +45,7 @@ StatusOr<cuda::CUdeviceptr> DeviceAllocator::allocate(size_t bytes) {
     const CudaDriver &d = device_.driver();
     cuda::CUresult r = d.cuMemAlloc(&p, c);
     if (r != 0) {
-      trim(); // give the cache back and try once more
+      trimLocked(); // give the cache back and try once more
       r = d.cuMemAlloc(&p, c);
     }
     if (r != 0)
@@ -65,6 +66,7 @@ StatusOr<cuda::CUdeviceptr> DeviceAllocator::allocate(size_t bytes) {
 }
 
 Status DeviceAllocator::release(cuda::CUdeviceptr address) {
+  std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.find(address);
   if (it == live_.end())
     return executionError("device allocator: release of an address it did "
@@ -75,14 +77,52 @@ Status DeviceAllocator::release(cuda::CUdeviceptr address) {
   return Status::ok();
 }
 
+size_t DeviceAllocator::retain(cuda::CUdeviceptr address) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(address);
+  if (it == live_.end())
+    return 0;
+  const size_t c = it->second;
+  retained_.emplace(address, c);
+  live_.erase(it);
+  return c;
+}
+
+void DeviceAllocator::releaseRetained(cuda::CUdeviceptr address) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = retained_.find(address);
+  if (it == retained_.end())
+    return;
+  inUse_ -= it->second;
+  cached_.emplace(it->second, address);
+  retained_.erase(it);
+}
+
+size_t DeviceAllocator::bytesInUse() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return inUse_;
+}
+
+size_t DeviceAllocator::peakBytesInUse() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_;
+}
+
 void DeviceAllocator::releaseAll() {
-  for (auto &[p, c] : live_)
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto &[p, c] : live_) {
     cached_.emplace(c, p);
+    inUse_ -= c;
+  }
   live_.clear();
-  inUse_ = 0;
 }
 
 void DeviceAllocator::trim() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  trimLocked();
+}
+
+void DeviceAllocator::trimLocked() {
   for (auto &[c, p] : cached_)
     (void)device_.driver().cuMemFree(p);
   cached_.clear();
@@ -91,6 +131,8 @@ void DeviceAllocator::trim() {
 DeviceAllocator::~DeviceAllocator() {
   trim();
   for (auto &[p, c] : live_)
+    (void)device_.driver().cuMemFree(p);
+  for (auto &[p, c] : retained_)
     (void)device_.driver().cuMemFree(p);
 }
 
@@ -479,10 +521,216 @@ void GpuModelExecutable::setPoison(bool poison) {
   allocator_->setPoison(poison ? stream_.get() : nullptr);
 }
 
+//===----------------------------------------------------------------------===//
+// Carried tensors in device memory
+//===----------------------------------------------------------------------===//
+
+struct GpuModelExecutable::DeviceBlock {
+  DeviceBlock(std::shared_ptr<const GpuModelExecutable> owner,
+              cuda::CUdeviceptr base, size_t size)
+      : owner(std::move(owner)), base(base), size(size) {}
+  ~DeviceBlock() { owner->allocator_->releaseRetained(base); }
+  std::shared_ptr<const GpuModelExecutable> owner; // outlives its blocks
+  cuda::CUdeviceptr base;
+  size_t size;
+};
+
+/// A carried tensor at `data` inside `block`; `storage` when it may grow in
+/// place (carried_tensor.h).
+class DeviceCarriedTensor final : public CarriedTensor {
+public:
+  using Block = GpuModelExecutable::DeviceBlock;
+  DeviceCarriedTensor(DType dtype, std::vector<int64_t> shape,
+                      std::shared_ptr<Block> block, cuda::CUdeviceptr data,
+                      std::shared_ptr<GrowableStorage> storage = nullptr)
+      : CarriedTensor(dtype, std::move(shape)), block_(std::move(block)),
+        data_(data), storage_(std::move(storage)) {}
+  const void *residence() const override { return block_->owner.get(); }
+  StatusOr<HostTensor> toHost() const override {
+    return block_->owner->download(data_, dtype(), shape());
+  }
+  const std::shared_ptr<Block> &block() const { return block_; }
+  cuda::CUdeviceptr data() const { return data_; }
+  const std::shared_ptr<GrowableStorage> &storage() const { return storage_; }
+
+private:
+  std::shared_ptr<Block> block_;
+  cuda::CUdeviceptr data_;
+  std::shared_ptr<GrowableStorage> storage_;
+};
+
+namespace {
+/// Room to grow in place for a one-sequence tensor of `bytes` at `data`.
+std::shared_ptr<GrowableStorage> growable(const GpuModelExecutable::DeviceBlock &b,
+                                          cuda::CUdeviceptr data, size_t bytes) {
+  auto storage = std::make_shared<GrowableStorage>();
+  storage->capacity = b.size - size_t(data - b.base);
+  storage->filled = bytes;
+  return storage;
+}
+} // namespace
+
+StatusOr<std::shared_ptr<GpuModelExecutable::DeviceBlock>>
+GpuModelExecutable::allocateBlock(size_t bytes) const {
+  KIMI_ASSIGN_OR_RETURN(cuda::CUdeviceptr p, allocator_->allocate(bytes));
+  const size_t size = allocator_->retain(p);
+  return std::make_shared<DeviceBlock>(shared_from_this(), p, size);
+}
+
+StatusOr<HostTensor> GpuModelExecutable::download(
+    cuda::CUdeviceptr address, DType dtype,
+    const std::vector<int64_t> &shape) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t numel = 0;
+  checkedNumel(shape, numel);
+  const size_t bytes = size_t(numel) * dtypeSize(dtype);
+  KIMI_ASSIGN_OR_RETURN(HostBuffer host, HostBuffer::allocate(bytes));
+  KIMI_RETURN_IF_ERROR(device_->makeCurrent());
+  KIMI_RETURN_IF_ERROR(stream_->synchronize());
+  const CudaDriver &d = device_->driver();
+  if (bytes)
+    KIMI_RETURN_IF_ERROR(
+        d.check(d.cuMemcpyDtoH(host.data, address, bytes), "cuMemcpyDtoH"));
+  return HostTensor{dtype, shape, std::move(host)};
+}
+
+StatusOr<CarriedRef> GpuModelExecutable::carry(const HostTensor &t) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  KIMI_RETURN_IF_ERROR(device_->makeCurrent());
+  KIMI_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBlock> block,
+                        allocateBlock(t.bytes()));
+  const CudaDriver &d = device_->driver();
+  if (t.bytes()) {
+    // After the allocator's poison fill; the host bytes are read before the
+    // synchronisation returns.
+    KIMI_RETURN_IF_ERROR(d.check(d.cuMemcpyHtoDAsync(block->base, t.data(),
+                                                     t.bytes(), stream_->handle()),
+                                 "cuMemcpyHtoDAsync"));
+    KIMI_RETURN_IF_ERROR(stream_->synchronize());
+  }
+  const cuda::CUdeviceptr base = block->base;
+  return CarriedRef(std::make_shared<DeviceCarriedTensor>(
+      t.dtype, t.shape, std::move(block), base));
+}
+
+StatusOr<CarriedRef>
+GpuModelExecutable::carryZeros(DType dtype, const std::vector<int64_t> &shape) const {
+  int64_t numel = 0;
+  if (!checkedNumel(shape, numel))
+    return invalidArgument("zeros of shape " + shapeToString(shape) +
+                           ": too many elements");
+  const size_t bytes = size_t(numel) * dtypeSize(dtype);
+  std::lock_guard<std::mutex> lock(mutex_);
+  KIMI_RETURN_IF_ERROR(device_->makeCurrent());
+  KIMI_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBlock> block, allocateBlock(bytes));
+  const CudaDriver &d = device_->driver();
+  if (bytes)
+    KIMI_RETURN_IF_ERROR(
+        d.check(d.cuMemsetD8Async(block->base, 0, bytes, stream_->handle()),
+                "cuMemsetD8Async"));
+  const cuda::CUdeviceptr base = block->base;
+  return CarriedRef(
+      std::make_shared<DeviceCarriedTensor>(dtype, shape, std::move(block), base));
+}
+
+StatusOr<CarriedRef> GpuModelExecutable::appendRows(const CarriedRef &cache,
+                                                    const CarriedRef &rowsIn,
+                                                    int64_t batch) const {
+  if (!rowsIn)
+    return invalidArgument("append of null cache rows");
+  KIMI_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
+                        grownCacheShape(cache.get(), *rowsIn, batch));
+  CarriedRef rows = rowsIn;
+  if (rows->residence() != this) {
+    KIMI_ASSIGN_OR_RETURN(HostTensor host, rows->toHost());
+    KIMI_ASSIGN_OR_RETURN(rows, carry(host));
+  }
+  if (!cache)
+    return rows;
+  if (cache->residence() != this)
+    return invalidArgument("cache of shape " + shapeToString(cache->shape()) +
+                           " is not in this GPU model's memory");
+  const auto &old = static_cast<const DeviceCarriedTensor &>(*cache);
+  const auto &add = static_cast<const DeviceCarriedTensor &>(*rows);
+  const size_t oldBytes = old.bytes(), addBytes = add.bytes();
+  const size_t newBytes = oldBytes + addBytes;
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  KIMI_RETURN_IF_ERROR(device_->makeCurrent());
+  const CudaDriver &d = device_->driver();
+  cuda::CUstream stream = stream_->handle();
+  auto copy = [&](cuda::CUdeviceptr dst, cuda::CUdeviceptr src, size_t bytes) {
+    return bytes ? d.check(d.cuMemcpyDtoDAsync(dst, src, bytes, stream),
+                           "cuMemcpyDtoDAsync")
+                 : Status::ok();
+  };
+  // One sequence: after the old rows, when nothing else was put there.
+  if (batch == 1 && old.storage() && old.storage()->claim(oldBytes, newBytes)) {
+    KIMI_RETURN_IF_ERROR(copy(old.data() + oldBytes, add.data(), addBytes));
+    return CarriedRef(std::make_shared<DeviceCarriedTensor>(
+        cache->dtype(), std::move(shape), old.block(), old.data(), old.storage()));
+  }
+  // A new block: room to double for one sequence; several sequences are
+  // interleaved [B, L + n, ...] by two pitched copies.
+  KIMI_ASSIGN_OR_RETURN(
+      std::shared_ptr<DeviceBlock> block,
+      allocateBlock(batch == 1 ? std::max(newBytes, 2 * oldBytes) : newBytes));
+  const cuda::CUdeviceptr base = block->base;
+  if (batch == 1) {
+    KIMI_RETURN_IF_ERROR(copy(base, old.data(), oldBytes));
+    KIMI_RETURN_IF_ERROR(copy(base + oldBytes, add.data(), addBytes));
+    std::shared_ptr<GrowableStorage> storage = growable(*block, base, newBytes);
+    return CarriedRef(std::make_shared<DeviceCarriedTensor>(
+        cache->dtype(), std::move(shape), std::move(block), base,
+        std::move(storage)));
+  }
+  const size_t b = size_t(batch), oldPer = oldBytes / b, addPer = addBytes / b;
+  auto pitched = [&](cuda::CUdeviceptr dst, cuda::CUdeviceptr src,
+                     size_t srcPitch, size_t width) -> Status {
+    if (!width)
+      return Status::ok();
+    cuda::CudaMemcpy2D m;
+    m.srcMemoryType = m.dstMemoryType = cuda::CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = src;
+    m.srcPitch = srcPitch;
+    m.dstDevice = dst;
+    m.dstPitch = oldPer + addPer;
+    m.WidthInBytes = width;
+    m.Height = b;
+    return d.check(d.cuMemcpy2DAsync(&m, stream), "cuMemcpy2DAsync");
+  };
+  KIMI_RETURN_IF_ERROR(pitched(base, old.data(), oldPer, oldPer));
+  KIMI_RETURN_IF_ERROR(pitched(base + oldPer, add.data(), addPer, addPer));
+  return CarriedRef(std::make_shared<DeviceCarriedTensor>(
+      cache->dtype(), std::move(shape), std::move(block), base));
+}
+
+//===----------------------------------------------------------------------===//
+// Entry calls
+//===----------------------------------------------------------------------===//
+
 Status GpuModelExecutable::run(const std::string &entryName,
                                const std::vector<const HostTensor *> &inputs,
                                int64_t tokens,
                                std::vector<HostTensor> &outputs) const {
+  std::vector<std::unique_ptr<HostCarriedTensor>> wrapped;
+  std::vector<const CarriedTensor *> carried;
+  for (const HostTensor *t : inputs) {
+    wrapped.push_back(t ? std::make_unique<HostCarriedTensor>(*t) : nullptr);
+    carried.push_back(wrapped.back().get());
+  }
+  std::vector<CarriedRef> out;
+  KIMI_RETURN_IF_ERROR(runCarried(entryName, carried, tokens, {}, out));
+  outputs.clear();
+  for (const CarriedRef &t : out)
+    outputs.push_back(*t->host()); // nothing kept: all on the host
+  return Status::ok();
+}
+
+Status GpuModelExecutable::runCarried(
+    const std::string &entryName, const std::vector<const CarriedTensor *> &inputs,
+    int64_t tokens, const std::vector<bool> &keep,
+    std::vector<CarriedRef> &outputs) const {
   std::lock_guard<std::mutex> lock(mutex_);
   KIMI_ASSIGN_OR_RETURN(const EntrySpec *entry,
                         entryForCall(*artifact_, entryName, inputs.size()));
@@ -498,6 +746,9 @@ Status GpuModelExecutable::run(const std::string &entryName,
       (void)allocator_->release(p);
     owned.clear();
   };
+  // Blocks of carried inputs, by base address: an output that is one of
+  // them shares it.
+  std::map<cuda::CUdeviceptr, std::shared_ptr<DeviceBlock>> blocks;
 
   std::vector<size_t> inRanks, outRanks;
   for (const TensorSpec &s : entry->inputs)
@@ -508,14 +759,26 @@ Status GpuModelExecutable::run(const std::string &entryName,
   std::vector<void *> argPointers;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorSpec &spec = entry->inputs[i];
-    const HostTensor *t = inputs[i];
+    const CarriedTensor *t = inputs[i];
     const std::string where =
         label + ": input " + std::to_string(i) + " " + quoted(spec.name);
     if (Status checked = checkEntryInput(spec, t, where); !checked.isOk()) {
       releaseAll();
       return checked;
     }
-    StatusOr<cuda::CUdeviceptr> p = allocator_->allocate(t->bytes());
+    if (t->residence() == this) {
+      const auto &dt = static_cast<const DeviceCarriedTensor &>(*t);
+      blocks.emplace(dt.block()->base, dt.block());
+      args.setContiguous(i, reinterpret_cast<void *>(dt.data()), t->shape());
+      argPointers.push_back(args.pointer(i));
+      continue;
+    }
+    const HostTensor *h = t->host();
+    if (!h) {
+      releaseAll();
+      return invalidArgument(where + ": device memory of another executable");
+    }
+    StatusOr<cuda::CUdeviceptr> p = allocator_->allocate(h->bytes());
     if (!p.isOk()) {
       releaseAll();
       Status s = p.takeStatus();
@@ -523,9 +786,9 @@ Status GpuModelExecutable::run(const std::string &entryName,
     }
     owned.insert(p.value());
     inputBuffers.insert(p.value());
-    if (t->bytes()) {
+    if (h->bytes()) {
       // On the model's stream: ordered after the allocator's poison fill.
-      Status up = d.check(d.cuMemcpyHtoDAsync(p.value(), t->data(), t->bytes(),
+      Status up = d.check(d.cuMemcpyHtoDAsync(p.value(), h->data(), h->bytes(),
                                               stream_->handle()),
                           "cuMemcpyHtoDAsync");
       if (!up.isOk()) {
@@ -533,7 +796,7 @@ Status GpuModelExecutable::run(const std::string &entryName,
         return up.addContext(where);
       }
     }
-    args.setContiguous(i, reinterpret_cast<void *>(p.value()), t->shape);
+    args.setContiguous(i, reinterpret_cast<void *>(p.value()), h->shape);
     argPointers.push_back(args.pointer(i));
   }
 
@@ -567,14 +830,16 @@ Status GpuModelExecutable::run(const std::string &entryName,
   }
 
   // Outputs: every allocation the entry returned is this call's to release
-  // (input buffers and weights are never among them).
+  // (input buffers and weights are never among them), unless it is kept.
+  std::map<cuda::CUdeviceptr, int> uses; // outputs per allocation
   for (size_t i = 0; i < entry->outputs.size(); ++i) {
     MemRefView v = results.view(i);
     auto p = reinterpret_cast<cuda::CUdeviceptr>(v.allocated());
+    uses[p] += 1;
     if (p && !inputBuffers.count(p) && allocator_->isLive(p))
       owned.insert(p);
   }
-  std::vector<HostTensor> out(entry->outputs.size());
+  std::vector<CarriedRef> out(entry->outputs.size());
   for (size_t i = 0; i < entry->outputs.size() && status.isOk(); ++i) {
     const TensorSpec &spec = entry->outputs[i];
     const std::string where =
@@ -599,25 +864,71 @@ Status GpuModelExecutable::run(const std::string &entryName,
                                       "non-contiguous device buffer");
       break;
     }
+    auto p = reinterpret_cast<cuda::CUdeviceptr>(v.allocated());
+    const cuda::CUdeviceptr src =
+        reinterpret_cast<cuda::CUdeviceptr>(v.aligned()) +
+        static_cast<cuda::CUdeviceptr>(v.offset()) * elem;
+
+    if (i < keep.size() && keep[i]) {
+      // Stays on the device: the entry's own block, a carried input's block
+      // it returned, or (an uploaded input, a weight) a copy.
+      std::shared_ptr<DeviceBlock> block;
+      bool fresh = false;
+      if (auto it = blocks.find(p); it != blocks.end()) {
+        block = it->second;
+      } else if (owned.count(p)) {
+        owned.erase(p);
+        block = std::make_shared<DeviceBlock>(shared_from_this(), p,
+                                              allocator_->retain(p));
+        blocks.emplace(p, block);
+        fresh = true;
+      }
+      cuda::CUdeviceptr data = src;
+      if (!block) {
+        StatusOr<std::shared_ptr<DeviceBlock>> copy = allocateBlock(bytes);
+        if (!copy.isOk()) {
+          status = copy.takeStatus().addContext(where);
+          break;
+        }
+        block = std::move(copy.value());
+        data = block->base;
+        fresh = true;
+        if (bytes)
+          status = d.check(d.cuMemcpyDtoDAsync(data, src, bytes, stream_->handle()),
+                           "cuMemcpyDtoDAsync");
+        if (!status.isOk()) {
+          status = status.addContext(where);
+          break;
+        }
+        p = 0; // its own block
+      }
+      // A block that holds only this output may grow in place.
+      std::shared_ptr<GrowableStorage> storage;
+      if (fresh && (p == 0 || uses[p] == 1))
+        storage = growable(*block, data, bytes);
+      out[i] = std::make_shared<DeviceCarriedTensor>(
+          spec.dtype, expected, std::move(block), data, std::move(storage));
+      continue;
+    }
+
     StatusOr<HostBuffer> host = HostBuffer::allocate(bytes);
     if (!host.isOk()) {
       status = host.takeStatus();
       break;
     }
     if (bytes) {
-      auto src = reinterpret_cast<cuda::CUdeviceptr>(v.aligned()) +
-                 static_cast<cuda::CUdeviceptr>(v.offset()) * elem;
       status = d.check(d.cuMemcpyDtoH(host->data, src, bytes), "cuMemcpyDtoH");
       if (!status.isOk()) {
         status = status.addContext(where);
         break;
       }
     }
-    out[i] = HostTensor{spec.dtype, expected, std::move(host.value())};
+    out[i] = std::make_shared<HostCarriedTensor>(
+        HostTensor{spec.dtype, expected, std::move(host.value())});
   }
   releaseAll();
-  // Nothing the call allocated outlives it (a buffer the code did not free
-  // is returned to the cache here).
+  // Nothing else the call allocated outlives it (a buffer the code did not
+  // free is returned to the cache here).
   allocator_->releaseAll();
   if (!status.isOk())
     return status.addContext(label);

@@ -13,6 +13,11 @@
 // stream order, so the host never waits for a free). Calls are serialised:
 // the shared object holds one status word.
 //
+// States and caches a Session carries stay on the device (runCarried with
+// `keep`): an output that stays becomes a carried tensor owning its block,
+// which returns to the allocator when the last tensor on it is gone; cache
+// rows are appended device to device (appendRows).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
@@ -28,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace kimi::rt {
 
@@ -50,21 +56,33 @@ public:
   void trim();
   bool isLive(cuda::CUdeviceptr address) const { return live_.count(address); }
   /// Returns every block in use to the cache (the end of a call: nothing
-  /// the call allocated outlives it).
+  /// the call allocated outlives it), except retained ones.
   void releaseAll();
-  size_t bytesInUse() const { return inUse_; }
-  size_t peakBytesInUse() const { return peak_; }
+  /// Keeps a block from allocate() past releaseAll() (a carried tensor's),
+  /// until releaseRetained(); returns its size (the class), 0 when the
+  /// address is not a live block.
+  size_t retain(cuda::CUdeviceptr address);
+  void releaseRetained(cuda::CUdeviceptr address);
+  size_t bytesInUse() const;
+  size_t peakBytesInUse() const;
 
 private:
   static size_t sizeClass(size_t bytes);
+  void trimLocked();
   const CudaDevice &device_;
+  mutable std::mutex mutex_; // carried tensors release from any thread
   std::map<cuda::CUdeviceptr, size_t> live_;         // address -> class
+  std::map<cuda::CUdeviceptr, size_t> retained_;     // address -> class
   std::multimap<size_t, cuda::CUdeviceptr> cached_;  // class -> address
   size_t inUse_ = 0, peak_ = 0;
   const CudaStream *poison_ = nullptr;
 };
 
-class GpuModelExecutable final : public Executable {
+class DeviceCarriedTensor;
+
+class GpuModelExecutable final
+    : public Executable,
+      public std::enable_shared_from_this<GpuModelExecutable> {
 public:
   /// `artifact` must be a model for target "sm_90a"; `device` the CUDA
   /// ordinal. A partitioned artifact needs `comm`, a communicator over
@@ -80,6 +98,16 @@ public:
   Status run(const std::string &entry,
              const std::vector<const HostTensor *> &inputs, int64_t tokens,
              std::vector<HostTensor> &outputs) const override;
+  Status runCarried(const std::string &entry,
+                    const std::vector<const CarriedTensor *> &inputs,
+                    int64_t tokens, const std::vector<bool> &keep,
+                    std::vector<CarriedRef> &outputs) const override;
+  const void *residence() const override { return this; }
+  StatusOr<CarriedRef> carry(const HostTensor &t) const override;
+  StatusOr<CarriedRef> carryZeros(DType dtype,
+                                  const std::vector<int64_t> &shape) const override;
+  StatusOr<CarriedRef> appendRows(const CarriedRef &cache, const CarriedRef &rows,
+                                  int64_t batch) const override;
   int64_t weightBytes() const override { return weightBytes_; }
   double weightLoadSeconds() const override { return weightSeconds_; }
   std::string deviceName() const override { return device_->describe(); }
@@ -99,9 +127,16 @@ public:
   void clearProfile() override;
 
   struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
+  struct DeviceBlock; // one retained allocation of carried tensors
 
 private:
+  friend class DeviceCarriedTensor;
   GpuModelExecutable() = default;
+  /// A retained block of at least `bytes` (mutex_ held).
+  StatusOr<std::shared_ptr<DeviceBlock>> allocateBlock(size_t bytes) const;
+  /// Bytes at `address` in a host tensor (waits for the stream).
+  StatusOr<HostTensor> download(cuda::CUdeviceptr address, DType dtype,
+                                const std::vector<int64_t> &shape) const;
 
   std::shared_ptr<const ArtifactSpec> artifact_;
   std::unique_ptr<CudaDevice> device_;

@@ -22,21 +22,82 @@ StatusOr<const EntrySpec *> entryForCall(const ArtifactSpec &artifact,
   return spec;
 }
 
+namespace {
+Status checkInput(const TensorSpec &spec, DType dtype,
+                  const std::vector<int64_t> &shape, size_t bytes,
+                  const std::string &where) {
+  bool shapeOk = shape.size() == spec.shape.size() && dtype == spec.dtype;
+  for (size_t d = 0; shapeOk && d < spec.shape.size(); ++d)
+    shapeOk = spec.shape[d] == -1 ? shape[d] >= 0 : shape[d] == spec.shape[d];
+  int64_t numel = 0;
+  if (!shapeOk || !checkedNumel(shape, numel) ||
+      static_cast<uint64_t>(numel) * dtypeSize(dtype) != bytes)
+    return invalidArgument(where + ": given " + dtypeName(dtype) + " " +
+                           shapeToString(shape) + " (" + std::to_string(bytes) +
+                           " bytes), signature " + dtypeName(spec.dtype) + " " +
+                           shapeToString(spec.shape));
+  return Status::ok();
+}
+} // namespace
+
 Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
                        const std::string &where) {
   if (!t)
     return invalidArgument(where + ": null tensor");
-  bool shapeOk = t->shape.size() == spec.shape.size() && t->dtype == spec.dtype;
-  for (size_t d = 0; shapeOk && d < spec.shape.size(); ++d)
-    shapeOk = spec.shape[d] == -1 ? t->shape[d] >= 0 : t->shape[d] == spec.shape[d];
-  int64_t numel = 0;
-  if (!shapeOk || !checkedNumel(t->shape, numel) ||
-      static_cast<uint64_t>(numel) * dtypeSize(t->dtype) != t->bytes())
-    return invalidArgument(where + ": given " + dtypeName(t->dtype) + " " +
-                           shapeToString(t->shape) + " (" +
-                           std::to_string(t->bytes()) + " bytes), signature " +
-                           dtypeName(spec.dtype) + " " + shapeToString(spec.shape));
+  return checkInput(spec, t->dtype, t->shape, t->bytes(), where);
+}
+
+Status checkEntryInput(const TensorSpec &spec, const CarriedTensor *t,
+                       const std::string &where) {
+  if (!t)
+    return invalidArgument(where + ": null tensor");
+  return checkInput(spec, t->dtype(), t->shape(), t->bytes(), where);
+}
+
+Status Executable::runCarried(const std::string &entry,
+                              const std::vector<const CarriedTensor *> &inputs,
+                              int64_t tokens, const std::vector<bool> &keep,
+                              std::vector<CarriedRef> &outputs) const {
+  (void)keep; // host tensors are kept where they are
+  std::vector<const HostTensor *> hostInputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] && !inputs[i]->host())
+      return invalidArgument("entry " + quoted(entry) + ": input " +
+                             std::to_string(i) +
+                             " is device memory, and this executable runs "
+                             "on the host");
+    hostInputs.push_back(inputs[i] ? inputs[i]->host() : nullptr);
+  }
+  std::vector<HostTensor> out;
+  KIMI_RETURN_IF_ERROR(run(entry, hostInputs, tokens, out));
+  outputs.clear();
+  for (HostTensor &t : out)
+    outputs.push_back(std::make_shared<HostCarriedTensor>(std::move(t)));
   return Status::ok();
+}
+
+StatusOr<CarriedRef> Executable::carry(const HostTensor &t) const {
+  return CarriedRef(std::make_shared<HostCarriedTensor>(t));
+}
+
+StatusOr<CarriedRef> Executable::carryZeros(DType dtype,
+                                            const std::vector<int64_t> &shape) const {
+  int64_t numel = 0;
+  if (!checkedNumel(shape, numel))
+    return invalidArgument("zeros of shape " + shapeToString(shape) +
+                           ": too many elements");
+  KIMI_ASSIGN_OR_RETURN(HostBuffer zero,
+                        HostBuffer::allocate(size_t(numel) * dtypeSize(dtype)));
+  return CarriedRef(std::make_shared<HostCarriedTensor>(
+      HostTensor{dtype, shape, std::move(zero)}));
+}
+
+StatusOr<CarriedRef> Executable::appendRows(const CarriedRef &cache,
+                                            const CarriedRef &rows,
+                                            int64_t batch) const {
+  if (!rows)
+    return invalidArgument("append of null cache rows");
+  return HostCarriedTensor::appendRows(cache, *rows, batch);
 }
 
 StatusOr<std::shared_ptr<Executable>>

@@ -6,6 +6,10 @@
 // kernels and buffers live on the device. createExecutable picks by the
 // artifact's target.
 //
+// A Session keeps states and caches as CarriedTensors (carried_tensor.h)
+// that the executable makes: runCarried takes them as inputs and returns
+// them as outputs where they live, so GPU models keep them in device memory.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KIMI_RUNTIME_SESSION_EXECUTABLE_H
@@ -13,6 +17,7 @@
 
 #include "runtime/artifact/types.h"
 #include "runtime/cpu/host_tensor.h"
+#include "runtime/session/carried_tensor.h"
 #include "runtime/support/status.h"
 
 #include <memory>
@@ -34,6 +39,26 @@ public:
   virtual Status run(const std::string &entry,
                      const std::vector<const HostTensor *> &inputs,
                      int64_t tokens, std::vector<HostTensor> &outputs) const = 0;
+  /// run() with carried inputs (in host memory, or this executable's own).
+  /// Output i stays where the executable computes when `keep[i]`, and is a
+  /// host tensor otherwise. The default runs run() on host tensors only.
+  virtual Status runCarried(const std::string &entry,
+                            const std::vector<const CarriedTensor *> &inputs,
+                            int64_t tokens, const std::vector<bool> &keep,
+                            std::vector<CarriedRef> &outputs) const;
+  /// Where the tensors this executable keeps live (CarriedTensor::residence):
+  /// null for host memory.
+  virtual const void *residence() const { return nullptr; }
+  /// `t` where this executable keeps tensors (host: the same bytes).
+  virtual StatusOr<CarriedRef> carry(const HostTensor &t) const;
+  /// Zeros of `dtype` and `shape`, kept by this executable.
+  virtual StatusOr<CarriedRef> carryZeros(DType dtype,
+                                          const std::vector<int64_t> &shape) const;
+  /// `cache` [B, L, ...] (null: no rows yet) with `rows` [B, n, ...]
+  /// appended to each of the B = `batch` sequences; `cache` is unchanged.
+  virtual StatusOr<CarriedRef> appendRows(const CarriedRef &cache,
+                                          const CarriedRef &rows,
+                                          int64_t batch) const;
   /// Bytes of all weights loaded, and the seconds loading took.
   virtual int64_t weightBytes() const = 0;
   virtual double weightLoadSeconds() const = 0;
@@ -58,6 +83,9 @@ StatusOr<const EntrySpec *> entryForCall(const ArtifactSpec &artifact,
 /// Checks input `t` against its signature `spec` (dtype, rank, static
 /// dims, byte size); `where` names it in the error.
 Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
+                       const std::string &where);
+/// The same for a carried input (dtype and shape; its bytes follow).
+Status checkEntryInput(const TensorSpec &spec, const CarriedTensor *t,
                        const std::string &where);
 
 /// Loads `artifact` for its target: "cpu" or "sm_90a" models (CUDA device

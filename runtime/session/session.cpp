@@ -34,10 +34,8 @@ size_t logitsIndex(const EntrySpec &e) {
 
 int64_t SessionSnapshot::bytes() const {
   int64_t n = static_cast<int64_t>(lastLogits.size() * sizeof(float));
-  for (const HostTensor &t : states)
-    n += static_cast<int64_t>(t.bytes());
-  for (const auto &c : caches)
-    n += static_cast<int64_t>(c.size());
+  for (const CarriedRef &t : tensors)
+    n += t ? static_cast<int64_t>(t->bytes()) : 0;
   return n;
 }
 
@@ -77,32 +75,10 @@ Session::create(std::shared_ptr<const Executable> executable) {
   }
   if (s->prefill_->inputs.size() > 1)
     s->prefillChunk_ = s->prefill_->inputs[0].shape[1];
-  s->states_.resize(s->slots_.size());
-  s->caches_.resize(s->slots_.size());
+  s->carried_.resize(s->slots_.size());
   s->exe_ = std::move(executable);
   return s;
 }
-
-namespace {
-/// Appends `added` rows per sequence to a [B, rows, ...] cache.
-void appendCacheRows(std::vector<uint8_t> &cache, const uint8_t *added,
-                     size_t addedBytes, int64_t batch) {
-  if (batch == 1) {
-    cache.insert(cache.end(), added, added + addedBytes);
-    return;
-  }
-  const size_t oldPer = cache.size() / size_t(batch);
-  const size_t addPer = addedBytes / size_t(batch);
-  std::vector<uint8_t> grown(cache.size() + addedBytes);
-  for (size_t b = 0; b < size_t(batch); ++b) {
-    std::memcpy(grown.data() + b * (oldPer + addPer), cache.data() + b * oldPer,
-                oldPer);
-    std::memcpy(grown.data() + b * (oldPer + addPer) + oldPer,
-                added + b * addPer, addPer);
-  }
-  cache = std::move(grown);
-}
-} // namespace
 
 Status Session::checkTokens(const int32_t *tokens, size_t count) const {
   for (size_t i = 0; i < count; ++i)
@@ -117,10 +93,8 @@ Status Session::checkTokens(const int32_t *tokens, size_t count) const {
 void Session::updateMemory() {
   int64_t n = static_cast<int64_t>(logits_.bytes() +
                                    restoredLogits_.size() * sizeof(float));
-  for (const HostTensor &t : states_)
-    n += static_cast<int64_t>(t.bytes());
-  for (const auto &c : caches_)
-    n += static_cast<int64_t>(c.size());
+  for (const CarriedRef &t : carried_)
+    n += t ? static_cast<int64_t>(t->bytes()) : 0;
   counters_.currentBytes = n;
   counters_.peakBytes = std::max(counters_.peakBytes, n);
 }
@@ -133,56 +107,78 @@ LogitsView Session::logits() const {
   return {nullptr, 0, vocab_};
 }
 
-StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
-                                   int64_t count) {
-  const EntrySpec &entry = usePrefill ? *prefill_ : *decode_;
+StatusOr<std::vector<CarriedRef>>
+Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
+              int64_t count, HostTensor &logits) {
   KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf,
                         HostBuffer::allocate(size_t(batch_ * count) * 4));
   std::memcpy(tokBuf.data, tokens, size_t(batch_ * count) * 4);
-  HostTensor tok{DType::kI32, {batch_, count}, tokBuf};
+  const HostCarriedTensor tok(HostTensor{DType::kI32, {batch_, count}, tokBuf});
 
-  // Inputs in the entry's signature order.
-  std::vector<HostTensor> cacheViews(slots_.size());
-  std::vector<const HostTensor *> inputs(entry.inputs.size(), nullptr);
+  // Inputs in the entry's signature order; a cache without rows yet is an
+  // empty host tensor [B, 0, ...].
+  std::vector<CarriedRef> empties;
+  std::vector<const CarriedTensor *> inputs(entry.inputs.size(), nullptr);
   inputs[0] = &tok;
+  std::vector<bool> keep(entry.outputs.size(), false);
+  const size_t npos = static_cast<size_t>(-1);
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot &slot = slots_[i];
-    size_t in = usePrefill ? slot.prefillIn : slot.decodeIn;
-    if (slot.role == TensorRole::kState) {
-      inputs[in] = &states_[i];
+    keep[usePrefill ? slot.prefillOut : slot.decodeOut] = true;
+    const size_t in = usePrefill ? slot.prefillIn : slot.decodeIn;
+    if (in == npos)
+      continue; // a prefill from zero state takes tokens only
+    if (!carried_[i]) {
+      std::vector<int64_t> shape = slot.spec.shape;
+      for (int64_t &d : shape)
+        if (d == -1)
+          d = 0;
+      empties.push_back(std::make_shared<HostCarriedTensor>(
+          HostTensor{slot.spec.dtype, std::move(shape), HostBuffer{}}));
+      inputs[in] = empties.back().get();
       continue;
     }
-    HostTensor &view = cacheViews[i];
-    view.dtype = slot.spec.dtype;
-    view.shape = slot.spec.shape;
-    const int64_t rows = static_cast<int64_t>(caches_[i].size()) / slot.rowBytes;
-    for (int64_t &d : view.shape)
-      if (d == -1)
-        d = rows;
-    view.buffer.data = caches_[i].data();
-    view.buffer.size = caches_[i].size();
-    inputs[in] = &view;
+    inputs[in] = carried_[i].get();
   }
 
-  std::vector<HostTensor> outs;
-  KIMI_RETURN_IF_ERROR(exe_->run(entry.name, inputs, count, outs));
-  size_t logitsAt = usePrefill ? prefillLogits_ : decodeLogits_;
-  if (outs[logitsAt].bytes() !=
-      static_cast<size_t>(batch_ * count * vocab_) * sizeof(float))
-    return executionError("entry '" + entry.name + "': logits " +
-                          shapeToString(outs[logitsAt].shape) + " hold " +
-                          std::to_string(outs[logitsAt].bytes() / 4) +
-                          " values, expected " + std::to_string(batch_) +
-                          " x " + std::to_string(count) + " x " +
-                          std::to_string(vocab_));
+  std::vector<CarriedRef> outs;
+  KIMI_RETURN_IF_ERROR(exe_->runCarried(entry.name, inputs, count, keep, outs));
+  const CarriedRef &l = outs[usePrefill ? prefillLogits_ : decodeLogits_];
+  if (!l || !l->host() ||
+      l->bytes() != static_cast<size_t>(batch_ * count * vocab_) * sizeof(float))
+    return executionError(
+        "entry " + quoted(entry.name) + ": logits " +
+        (l ? shapeToString(l->shape()) + " hold " +
+                 std::to_string(l->bytes() / 4) + " host values"
+           : std::string("missing")) +
+        ", expected " + std::to_string(batch_) + " x " +
+        std::to_string(count) + " x " + std::to_string(vocab_));
+  logits = *l->host();
+  return outs;
+}
+
+StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
+                                   int64_t count) {
+  const EntrySpec &entry = usePrefill ? *prefill_ : *decode_;
+  HostTensor logits;
+  KIMI_ASSIGN_OR_RETURN(std::vector<CarriedRef> outs,
+                        call(entry, usePrefill, tokens, count, logits));
+  // The new states and caches; the session changes only when all are made.
+  std::vector<CarriedRef> next(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
-    HostTensor &out = outs[usePrefill ? slots_[i].prefillOut : slots_[i].decodeOut];
-    if (slots_[i].role == TensorRole::kState)
-      states_[i] = std::move(out);
-    else
-      appendCacheRows(caches_[i], out.data(), out.bytes(), batch_);
+    const CarriedRef &out =
+        outs[usePrefill ? slots_[i].prefillOut : slots_[i].decodeOut];
+    if (slots_[i].role == TensorRole::kState) {
+      next[i] = out;
+      continue;
+    }
+    StatusOr<CarriedRef> grown = exe_->appendRows(carried_[i], out, batch_);
+    if (!grown.isOk())
+      return grown.takeStatus().addContext("cache " + quoted(slots_[i].name));
+    next[i] = std::move(grown.value());
   }
-  return std::move(outs[logitsAt]);
+  carried_ = std::move(next);
+  return logits;
 }
 
 StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
@@ -208,23 +204,18 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
   if (prefillChunk_ > 0) {
     // Stateful prefill: zero state, floor(T/C) chunk steps, then decode
     // steps; on failure the session keeps its previous sequence.
-    std::vector<HostTensor> savedStates = states_;
-    std::vector<std::vector<uint8_t>> savedCaches = caches_;
-    auto restore = [&] {
-      states_ = std::move(savedStates);
-      caches_ = std::move(savedCaches);
-    };
+    std::vector<CarriedRef> saved = carried_;
+    auto restore = [&] { carried_ = std::move(saved); };
     for (size_t i = 0; i < slots_.size(); ++i) {
-      caches_[i].clear();
+      carried_[i] = nullptr;
       if (slots_[i].role != TensorRole::kState)
         continue;
-      auto zero = HostBuffer::allocate(staticBytes(slots_[i].spec));
+      auto zero = exe_->carryZeros(slots_[i].spec.dtype, slots_[i].spec.shape);
       if (!zero.isOk()) {
         restore();
         return zero.status();
       }
-      states_[i] = HostTensor{slots_[i].spec.dtype, slots_[i].spec.shape,
-                              *zero};
+      carried_[i] = std::move(zero.value());
     }
     auto all =
         HostBuffer::allocate(static_cast<size_t>(batch_ * t * vocab_) * 4);
@@ -254,31 +245,14 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
     }
     logits_ = HostTensor{DType::kF32, {batch_, t, vocab_}, *all};
   } else {
-    KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf, HostBuffer::allocate(count * 4));
-    std::memcpy(tokBuf.data, tokens, count * 4);
-    HostTensor tok{DType::kI32, {batch_, t}, tokBuf};
-    std::vector<HostTensor> outs;
-    KIMI_RETURN_IF_ERROR(exe_->run("prefill", {&tok}, t, outs));
-    const HostTensor &newLogits = outs[prefillLogits_];
-    if (newLogits.bytes() !=
-        static_cast<size_t>(batch_ * t * vocab_) * sizeof(float))
-      return executionError("entry 'prefill': logits " +
-                            shapeToString(newLogits.shape) + " hold " +
-                            std::to_string(newLogits.bytes() / 4) +
-                            " values, expected " + std::to_string(batch_) +
-                            " x " + std::to_string(t) + " x " +
-                            std::to_string(vocab_));
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      HostTensor &out = outs[slots_[i].prefillOut];
-      if (slots_[i].role == TensorRole::kState) {
-        states_[i] = std::move(out);
-        caches_[i].clear();
-      } else {
-        states_[i] = HostTensor();
-        caches_[i].assign(out.data(), out.data() + out.bytes());
-      }
-    }
-    logits_ = std::move(outs[prefillLogits_]);
+    // One call from zero state: its states and caches [B, T, ...] are the
+    // session's as they come.
+    HostTensor logits;
+    KIMI_ASSIGN_OR_RETURN(std::vector<CarriedRef> outs,
+                          call(*prefill_, true, tokens, t, logits));
+    for (size_t i = 0; i < slots_.size(); ++i)
+      carried_[i] = outs[slots_[i].prefillOut];
+    logits_ = std::move(logits);
   }
   const double seconds = secondsSince(start);
   logitsRows_ = batch_ * t;
@@ -328,8 +302,7 @@ StatusOr<SessionSnapshot> Session::saveState() const {
     return failedPrecondition("save state before prefill: the session has no "
                               "sequence yet");
   SessionSnapshot snap;
-  snap.states = states_; // immutable buffers: sharing is copying
-  snap.caches = caches_;
+  snap.tensors = carried_; // immutable: sharing is copying
   snap.length = length_;
   // The last row of every sequence (rows are sequence-major).
   LogitsView l = logits();
@@ -343,9 +316,9 @@ StatusOr<SessionSnapshot> Session::saveState() const {
 
 Status Session::restoreState(const SessionSnapshot &snap) {
   const std::string what = "restore state: ";
-  if (snap.states.size() != slots_.size() || snap.caches.size() != slots_.size())
+  if (snap.tensors.size() != slots_.size())
     return invalidArgument(what + "snapshot has " +
-                           std::to_string(snap.states.size()) +
+                           std::to_string(snap.tensors.size()) +
                            " slots, this session " +
                            std::to_string(slots_.size()));
   if (static_cast<int64_t>(snap.lastLogits.size()) != batch_ * vocab_)
@@ -356,24 +329,36 @@ Status Session::restoreState(const SessionSnapshot &snap) {
   if (snap.length <= 0 || (maxPositions_ > 0 && snap.length > maxPositions_))
     return invalidArgument(what + "snapshot length " + std::to_string(snap.length) +
                            " is out of range");
+  std::vector<CarriedRef> next(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot &slot = slots_[i];
-    if (slot.role == TensorRole::kState) {
-      const HostTensor &t = snap.states[i];
-      if (t.dtype != slot.spec.dtype || t.shape != slot.spec.shape ||
-          t.bytes() != static_cast<size_t>(staticBytes(slot.spec)))
-        return invalidArgument(what + "state " + quoted(slot.name) +
-                               " does not match the artifact");
-    } else if (snap.caches[i].size() !=
-               static_cast<size_t>(slot.rowBytes * snap.length)) {
-      return invalidArgument(what + "cache " + quoted(slot.name) + " has " +
-                             std::to_string(snap.caches[i].size()) +
-                             " bytes, expected " + std::to_string(snap.length) +
-                             " rows of " + std::to_string(slot.rowBytes));
-    }
+    const CarriedRef &t = snap.tensors[i];
+    std::vector<int64_t> expected = slot.spec.shape;
+    for (int64_t &d : expected)
+      if (d == -1)
+        d = snap.length;
+    if (!t || t->dtype() != slot.spec.dtype || t->shape() != expected)
+      return invalidArgument(
+          what + std::string(roleName(slot.role)) + " " + quoted(slot.name) +
+          " is " +
+          (t ? std::string(dtypeName(t->dtype())) + " " +
+                   shapeToString(t->shape())
+             : std::string("missing")) +
+          ", the artifact expects " + dtypeName(slot.spec.dtype) + " " +
+          shapeToString(expected));
+    next[i] = t;
+    if (t->residence() == exe_->residence())
+      continue;
+    // Kept by another executable: copy it here.
+    StatusOr<HostTensor> host = t->toHost();
+    if (!host.isOk())
+      return host.takeStatus().addContext(what + quoted(slot.name));
+    StatusOr<CarriedRef> here = exe_->carry(host.value());
+    if (!here.isOk())
+      return here.takeStatus().addContext(what + quoted(slot.name));
+    next[i] = std::move(here.value());
   }
-  states_ = snap.states;
-  caches_ = snap.caches;
+  carried_ = std::move(next);
   length_ = snap.length;
   restoredLogits_ = snap.lastLogits;
   logits_ = HostTensor();

@@ -11,9 +11,12 @@
 //    returned cache rows of every sequence, and returns logits [B, 1, V];
 //  * token ids outside [0, vocab) are rejected before any call;
 //  * a failed call leaves the session as it was.
-// States and caches are matched by name between the entries. A snapshot
-// (saveState) holds the states, the caches and the last logits row; it can
-// be restored into any session of the same artifact (prefix reuse).
+// States and caches are matched by name between the entries. They stay
+// where the executable keeps them (device memory for GPU models, see
+// carried_tensor.h); only tokens go in and logits come out. A snapshot
+// (saveState) shares the states and caches (no copy) and holds the last
+// logits row; it can be restored into any session of the same artifact
+// (prefix reuse).
 //
 // A session is not thread-safe; different sessions may run concurrently,
 // also when they share one Executable.
@@ -51,10 +54,11 @@ struct LogitsView {
   int64_t vocab = 0;
 };
 
-/// A copy of a session's sequence state (see saveState).
+/// A session's sequence state (see saveState).
 struct SessionSnapshot {
-  std::vector<HostTensor> states;          // shared, immutable
-  std::vector<std::vector<uint8_t>> caches;
+  /// Per slot (Session::slots()): the state, or the cache [B, length, ...].
+  /// Shared and immutable.
+  std::vector<CarriedRef> tensors;
   std::vector<float> lastLogits;           // [B, V]
   int64_t length = 0;                      // tokens in each sequence
   int64_t bytes() const;
@@ -85,10 +89,11 @@ public:
   int64_t length() const { return length_; }
   const SessionCounters &counters() const { return counters_; }
 
-  /// A copy of the sequence state (fails before the first prefill).
+  /// The sequence state, shared with the session (fails before the first
+  /// prefill).
   StatusOr<SessionSnapshot> saveState() const;
   /// Replaces the sequence state with `snapshot`; logits() then returns its
-  /// last logits row.
+  /// last logits row. Tensors another executable keeps are copied here.
   Status restoreState(const SessionSnapshot &snapshot);
 
   /// Names and roles of the carried tensors, in slot order.
@@ -114,6 +119,12 @@ private:
   /// cache rows; returns the logits [B, count, V].
   StatusOr<HostTensor> step(bool usePrefill, const int32_t *tokens,
                             int64_t count);
+  /// Calls `entry` on tokens [B, count] and the session's states and caches
+  /// (where the entry takes them); states and cache rows come back where
+  /// the executable keeps them, the logits (checked) on the host.
+  StatusOr<std::vector<CarriedRef>> call(const EntrySpec &entry, bool usePrefill,
+                                         const int32_t *tokens, int64_t count,
+                                         HostTensor &logits);
 
   std::shared_ptr<const Executable> exe_;
   const EntrySpec *prefill_ = nullptr;
@@ -129,8 +140,8 @@ private:
 
   bool started_ = false;
   int64_t length_ = 0;
-  std::vector<HostTensor> states_;            // per slot (states only)
-  std::vector<std::vector<uint8_t>> caches_;  // per slot: [B, L, ...] bytes
+  /// Per slot: the state, or the cache [B, L, ...] (null before any rows).
+  std::vector<CarriedRef> carried_;
   HostTensor logits_;
   int64_t logitsRows_ = 0;
   std::vector<float> restoredLogits_;

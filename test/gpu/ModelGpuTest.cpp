@@ -7,7 +7,10 @@
 //    rows <= 2e-2, the bound; the median row <= 1e-4, the f32 bound,
 //    so that a rare router near-tie flipping one expert cannot hide a
 //    systematic error); the GPU's buffers are poisoned with NaN first;
-//  * on the GPU, prefill(N) then M decode steps equals prefill(N + M).
+//  * on the GPU, prefill(N) then M decode steps equals prefill(N + M);
+//  * states and caches stay in device memory: snapshots fork and restore
+//    there (and from host copies), and device cache appends give the host's
+//    bytes for one and for several sequences.
 // k3-tiny's artifacts are built with the tests; k3-mini's and k3-tiny-kda's
 // with `ninja kimi-<case>-gpu-artifacts` (the case skips without them).
 //
@@ -109,15 +112,30 @@ protected:
     return std::move(loader.value());
   }
 
-  /// Every logits row of prefill(prompt) and decode steps over `extra`.
+  /// The GPU executable of `spec` on the random weights, its buffers
+  /// poisoned with NaN.
+  StatusOr<std::shared_ptr<GpuModelExecutable>>
+  load(std::shared_ptr<const ArtifactSpec> spec) {
+    auto loader = weights(*spec);
+    auto gpu = GpuModelExecutable::create(spec, *loader);
+    if (gpu.isOk())
+      gpu.value()->setPoison(true);
+    return gpu;
+  }
+
+  /// Every logits row of prefill(prompt) (none when `prompt` is empty: the
+  /// session continues) and decode steps over `extra`.
   std::vector<float> run(Session &s, const std::vector<int32_t> &prompt,
                          const std::vector<int32_t> &extra) {
     std::vector<float> rows;
-    auto p = s.prefill(prompt);
-    EXPECT_TRUE(p.isOk()) << p.status().message();
-    if (!p.isOk())
-      return rows;
-    rows.assign(p.value().data, p.value().data + p.value().rows * p.value().vocab);
+    if (!prompt.empty()) {
+      auto p = s.prefill(prompt);
+      EXPECT_TRUE(p.isOk()) << p.status().message();
+      if (!p.isOk())
+        return rows;
+      rows.assign(p.value().data,
+                  p.value().data + p.value().rows * p.value().vocab);
+    }
     for (int32_t t : extra) {
       auto d = s.decodeStep(t);
       EXPECT_TRUE(d.isOk()) << d.status().message();
@@ -216,10 +234,8 @@ TEST_P(ModelGpu, PrefillThenDecodeEqualsPrefill) {
   (void)dev;
   const ModelCase &c = GetParam();
   auto spec = read(gpuPath);
-  auto loader = weights(*spec);
-  auto gpu = GpuModelExecutable::create(spec, *loader);
+  auto gpu = load(spec);
   ASSERT_TRUE(gpu.isOk()) << gpu.status().message();
-  gpu.value()->setPoison(true);
   std::mt19937 rng(seed);
   std::vector<int32_t> all(c.prompt + c.decode);
   for (int32_t &t : all)
@@ -235,6 +251,128 @@ TEST_P(ModelGpu, PrefillThenDecodeEqualsPrefill) {
   double err = relativeError(split, whole, 0, whole.size());
   std::printf("[ errors   ] prefill(N)+decode(M) vs prefill(N+M): %.3g\n", err);
   EXPECT_LT(err, 1e-4);
+}
+
+TEST_P(ModelGpu, SnapshotsForkOnTheDevice) {
+  KIMI_GPU_OR_SKIP(dev);
+  (void)dev;
+  const ModelCase &c = GetParam();
+  auto spec = read(gpuPath);
+  auto gpu = load(spec);
+  ASSERT_TRUE(gpu.isOk()) << gpu.status().message();
+  std::mt19937 rng(seed);
+  auto tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (int32_t &x : t)
+      x = int32_t(rng() % uint32_t(spec->model.vocabSize));
+    return t;
+  };
+  const std::vector<int32_t> prompt = tokens(c.prompt), a = tokens(3),
+                             other = tokens(3), next = tokens(1);
+  auto sa = Session::create(gpu.value());
+  ASSERT_TRUE(sa.isOk());
+  Session &s = *sa.value();
+  run(s, prompt, {});
+  auto snap0 = s.saveState();
+  ASSERT_TRUE(snap0.isOk());
+  for (const CarriedRef &t : snap0->tensors)
+    ASSERT_EQ(t->residence(), gpu.value().get()) << "a state left the device";
+  std::vector<float> rowsA = run(s, {}, a);      // decode only
+  auto snapA = s.saveState();
+  ASSERT_TRUE(snapA.isOk());
+  // Another branch from the same prefix, then back to the first one's end:
+  // neither may have written over the other's cache rows.
+  ASSERT_TRUE(s.restoreState(snap0.value()).isOk());
+  std::vector<float> rowsOther = run(s, {}, other);
+  ASSERT_TRUE(s.restoreState(snapA.value()).isOk());
+  std::vector<float> rowNext = run(s, {}, next);
+  // The prefix as host copies, restored (uploaded) into a second session.
+  SessionSnapshot hostCopy = snap0.value();
+  for (CarriedRef &t : hostCopy.tensors) {
+    auto h = t->toHost();
+    ASSERT_TRUE(h.isOk()) << h.status().message();
+    t = std::make_shared<HostCarriedTensor>(h.value());
+  }
+  auto s2 = Session::create(gpu.value());
+  ASSERT_TRUE(s2.isOk());
+  ASSERT_TRUE(s2.value()->restoreState(hostCopy).isOk());
+  std::vector<float> rowsA2 = run(*s2.value(), {}, a);
+
+  // References: straight runs in fresh sessions.
+  auto fresh = [&](const std::vector<int32_t> &extra, size_t lastRows) {
+    auto f = Session::create(gpu.value());
+    EXPECT_TRUE(f.isOk());
+    std::vector<float> all = run(*f.value(), prompt, extra);
+    const size_t v = size_t(spec->model.vocabSize);
+    return std::vector<float>(all.end() - lastRows * v, all.end());
+  };
+  std::vector<int32_t> aNext = a;
+  aNext.push_back(next[0]);
+  const double eA = relativeError(rowsA, fresh(a, 3), 0, rowsA.size());
+  const double eOther =
+      relativeError(rowsOther, fresh(other, 3), 0, rowsOther.size());
+  const double eNext = relativeError(rowNext, fresh(aNext, 1), 0, rowNext.size());
+  const double eHost = relativeError(rowsA2, rowsA, 0, rowsA.size());
+  std::printf("[ errors   ] branch a %.3g, other branch %.3g, back to a %.3g, "
+              "from host copies %.3g\n", eA, eOther, eNext, eHost);
+  EXPECT_LT(eA, 1e-4);
+  EXPECT_LT(eOther, 1e-4);
+  EXPECT_LT(eNext, 1e-4);
+  EXPECT_LT(eHost, 1e-4);
+}
+
+TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
+  KIMI_GPU_OR_SKIP(dev);
+  (void)dev;
+  auto spec = read(gpuPath);
+  auto gpu = load(spec);
+  ASSERT_TRUE(gpu.isOk()) << gpu.status().message();
+  const Executable &exe = *gpu.value();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto rows = [&](int64_t b, int64_t n, int64_t w) {
+    HostBuffer buf = HostBuffer::allocate(size_t(b * n * w) * 4).value();
+    for (int64_t i = 0; i < b * n * w; ++i)
+      reinterpret_cast<float *>(buf.data)[i] = u(rng);
+    return HostTensor{DType::kF32, {b, n, w}, buf};
+  };
+  auto bytesOf = [](const HostTensor &t) {
+    return std::vector<uint8_t>(t.data(), t.data() + t.bytes());
+  };
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    CarriedRef device, host;
+    std::vector<CarriedRef> deviceHistory, hostHistory;
+    for (int step = 0; step < 12; ++step) {
+      HostTensor r = rows(batch, step == 0 ? 5 : 1, 37);
+      auto rd = exe.carry(r);
+      ASSERT_TRUE(rd.isOk()) << rd.status().message();
+      auto d = exe.appendRows(device, rd.value(), batch);
+      ASSERT_TRUE(d.isOk()) << d.status().message();
+      device = d.value();
+      host = HostCarriedTensor::appendRows(
+                 host, HostCarriedTensor(r), batch).value();
+      deviceHistory.push_back(device);
+      hostHistory.push_back(host);
+    }
+    // Every tensor made on the way still holds its own rows.
+    for (size_t i = 0; i < deviceHistory.size(); ++i) {
+      ASSERT_EQ(deviceHistory[i]->shape(), hostHistory[i]->shape());
+      EXPECT_EQ(bytesOf(deviceHistory[i]->toHost().value()),
+                bytesOf(*hostHistory[i]->host()))
+          << "after append " << i;
+    }
+    // A second continuation of an earlier tensor does not overwrite the first.
+    HostTensor r = rows(batch, 1, 37);
+    auto fork = exe.appendRows(deviceHistory[5], exe.carry(r).value(), batch);
+    ASSERT_TRUE(fork.isOk());
+    auto hostFork = HostCarriedTensor::appendRows(hostHistory[5],
+                                                  HostCarriedTensor(r), batch);
+    EXPECT_EQ(bytesOf(fork.value()->toHost().value()),
+              bytesOf(*hostFork.value()->host()));
+    EXPECT_EQ(bytesOf(deviceHistory[6]->toHost().value()),
+              bytesOf(*hostHistory[6]->host()));
+  }
 }
 
 // k3-tiny: 300 tokens = one 256-token GPU prefill step + 44 decode steps

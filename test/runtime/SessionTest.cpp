@@ -286,8 +286,15 @@ TEST_F(ToySession, SaveAndRestoreForPrefixReuse) {
 
   // A snapshot that does not fit is refused and changes nothing.
   SessionSnapshot broken = snap.value();
-  broken.caches[1].pop_back();
-  EXPECT_FALSE(s2->restoreState(broken).isOk());
+  std::vector<int64_t> short_ = broken.tensors[1]->shape();
+  short_[1] -= 1; // one cache row missing
+  broken.tensors[1] = std::make_shared<HostCarriedTensor>(
+      HostTensor{DType::kF32, short_,
+                 HostBuffer::allocate(TOY_HIDDEN * 4 * 2).value()});
+  Status refused = s2->restoreState(broken);
+  EXPECT_FALSE(refused.isOk());
+  EXPECT_NE(refused.message().find("[1, 2, "), std::string::npos)
+      << refused.message();
   EXPECT_EQ(s2->length(), 4);
   EXPECT_FALSE(session()->saveState().isOk()); // nothing to save yet
 }
@@ -352,7 +359,8 @@ TEST_F(ToySession, OutputAliasingAnInputIsCopiedNotFreed) {
   auto after = s->saveState();
   ASSERT_TRUE(after.isOk());
   // The state never changes in this variant; it was copied, not double-freed.
-  const HostTensor &x = before->states[0], &y = after->states[0];
+  const HostTensor &x = *before->tensors[0]->host(),
+                   &y = *after->tensors[0]->host();
   ASSERT_EQ(x.bytes(), y.bytes());
   EXPECT_EQ(std::vector<uint8_t>(x.data(), x.data() + x.bytes()),
             std::vector<uint8_t>(y.data(), y.data() + y.bytes()));
