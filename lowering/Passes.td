@@ -263,6 +263,31 @@ def KimiGpuWeightTable : Pass<"kimi-gpu-weight-table", "::mlir::ModuleOp"> {
   ];
 }
 
+def KimiGpuFuseElementwise
+    : Pass<"kimi-gpu-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Fuse elementwise linalg producers into their consumers";
+  let description = [{
+    On linalg over tensors, before bufferization (the GPU model target runs
+    it after kimi -> linalg). Each `linalg.generic` becomes one kernel, so a
+    chain of elementwise generics (attention's scale, mask and exp; a
+    gate's sigmoid and product; residual adds) costs a launch and a round
+    trip through memory per link. This pass inlines an all-parallel generic
+    into the generics that read its result (upstream's elementwise fusion,
+    which also fuses into reductions such as a softmax's row sums), under
+    two conditions:
+
+    * the consumer is not a matrix-product contraction, which must stay a
+      plain multiply-accumulate for `kimi-gpu-gemm-calls` (cuBLASLt): a
+      norm is not fused into the linear layer after it;
+    * every user of the producer takes it, so the producer and its buffer
+      disappear. A producer read by several consumers is recomputed in each
+      (arithmetic, not memory traffic).
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+  ];
+}
+
 def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
   let summary = "Run matrix-product contractions through the runtime's cuBLASLt";
   let description = [{
@@ -284,7 +309,12 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     Loops of static extent 1 do not count as dimensions, except that one of
     m, n and k stays when all its loops are units: a decode step's
     `[1, 1, K] x [N, K]` is a product with m = 1 (cuBLASLt's GEMV), not a
-    kernel in which every thread loops over K. The
+    kernel in which every thread loops over K. Without a batch loop, a
+    second m (or n) loop that the other input does not index becomes the
+    batch, with batch stride 0 for that input: attention's scores
+    `q[t, h, r] x ckv[s, r]` over a latent cache that all heads share run
+    as 16 (heads) products of `[T, R] x [R, S]`, the shorter loop being the
+    batch. The
     GPU shim forwards it to the runtime, which runs `C += A B` with cuBLASLt
     on the model's stream (runtime/cuda/cublaslt.h). Everything else stays
     for the loop-to-kernel mapping. `precision` chooses exact f32 products
@@ -337,9 +367,11 @@ def KimiGpuWarpReductions
     routed-expert products, norms and matrix-vector products then loop over
     1,024-8,192 elements in a single thread, reading memory with a stride.
     This pass rewrites an outermost `scf.parallel` whose body is one such
-    loop, of static trip count at least `min-trip-count`, that accumulates
+    loop, of static trip count at least `min-trip-count` or of dynamic trip
+    count (a sequence or cache length: attention's sums over keys), that
+    accumulates
     into memory (`store(combine(load(M[I]), x), M[I])` with indices `I`
-    fixed in the loop, `combine` one of `arith.addf`, `arith.maximumf`,
+    fixed in the loop, f32 values, `combine` one of `arith.addf`, `arith.maximumf`,
     `arith.maxnumf`, several accumulators allowed, no other access to `M`,
     everything else pure or loads) into a loop with one more, innermost
     dimension of 32 lanes: lane `l` accumulates iterations `l, l + 32, ...`

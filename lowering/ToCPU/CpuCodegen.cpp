@@ -219,7 +219,8 @@ llvm::Error kimi::codegenError(const llvm::Twine &step,
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
                                           int64_t denseExpertsMinTokens,
-                                          bool splatsAsFills) {
+                                          bool splatsAsFills,
+                                          llvm::StringRef tensorPipeline) {
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);
 
@@ -255,6 +256,15 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
     return codegenError("lowering kimi ops", "'" + name +
                                             "' was not lowered (is the decay "
                                             "proof in the front pipeline?)");
+  }
+
+  if (!tensorPipeline.empty()) {
+    PassManager pm(ctx);
+    if (failed(parsePassPipeline(tensorPipeline, pm)))
+      return diagnostics.fail("parsing the tensor pipeline '" + tensorPipeline +
+                              "'");
+    if (failed(pm.run(module)))
+      return diagnostics.fail("passes on linalg over tensors");
   }
 
   // 2. Entry points get MLIR's C interface. The state names on arguments

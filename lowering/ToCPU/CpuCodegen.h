@@ -71,10 +71,13 @@ void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 /// `denseExpertsMinTokens`: kimi-lower-to-linalg's option of that name.
 /// `splatsAsFills`: splat tensor constants become `linalg.fill` of a fresh
 /// buffer instead of globals (the GPU target, whose globals are host memory).
+/// `tensorPipeline`: passes run on linalg over tensors just before
+/// bufferization (the GPU target's elementwise fusion).
 llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
                                      llvm::StringRef frontPipeline,
                                      int64_t denseExpertsMinTokens = 0,
-                                     bool splatsAsFills = false);
+                                     bool splatsAsFills = false,
+                                     llvm::StringRef tensorPipeline = "");
 
 /// Translates an LLVM-dialect `module` to LLVM IR, adds the packed
 /// `kimi_entry_<name>` wrappers, optimises for the host, and links the

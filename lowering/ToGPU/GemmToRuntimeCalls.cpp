@@ -73,6 +73,20 @@ std::optional<Contraction> asGemm(linalg::LinalgOp op) {
   dropKeepingOne(dims->m);
   dropKeepingOne(dims->n);
   dropKeepingOne(dims->k);
+  // Without a batch loop, a second m (n) loop is a batch that the other
+  // input does not index: its batch stride is 0 (one matrix for all), as
+  // for attention's scores over a latent cache that every head shares.
+  // The shorter loop becomes the batch, so that each product is large.
+  auto extent = [&](unsigned d) {
+    return ShapedType::isDynamic(ranges[d]) ? INT64_MAX : ranges[d];
+  };
+  for (SmallVector<unsigned, 2> *mn : {&dims->m, &dims->n}) {
+    if (!dims->batch.empty() || mn->size() != 2)
+      continue;
+    unsigned shorter = extent((*mn)[0]) <= extent((*mn)[1]) ? 0 : 1;
+    dims->batch.push_back((*mn)[shorter]);
+    mn->erase(mn->begin() + shorter);
+  }
   if (dims->m.size() != 1 || dims->n.size() != 1 || dims->k.size() != 1 ||
       dims->batch.size() > 1)
     return std::nullopt;

@@ -294,9 +294,10 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     front += std::string(front.empty() ? "" : ",") +
              "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
              "}";
-  if (llvm::Error e = lowerToBufferizedMemRefs(module, front,
-                                               options.denseExpertsMinTokens,
-                                               /*splatsAsFills=*/true))
+  if (llvm::Error e = lowerToBufferizedMemRefs(
+          module, front, options.denseExpertsMinTokens,
+          /*splatsAsFills=*/true,
+          options.fuseElementwise ? "kimi-gpu-fuse-elementwise" : ""))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);

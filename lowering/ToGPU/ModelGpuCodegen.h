@@ -42,6 +42,9 @@ struct ModelGpuCodegenOptions {
   /// Matrix products through the runtime's cuBLASLt (kimi-gpu-gemm-calls);
   /// false: they become kernels like every other loop nest.
   bool gemmCalls = true;
+  /// Elementwise chains fused into their consumers before bufferization
+  /// (kimi-gpu-fuse-elementwise): fewer kernels and buffers.
+  bool fuseElementwise = true;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
   /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.

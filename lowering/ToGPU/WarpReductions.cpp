@@ -64,8 +64,9 @@ FailureOr<SmallVector<Accumulator>> matchAccumulators(scf::ForOp loop) {
   for (Operation &op : body->without_terminator()) {
     if (auto store = dyn_cast<memref::StoreOp>(&op)) {
       Operation *combine = store.getValue().getDefiningOp();
+      // f32 only: a shuffle moves one 32-bit value per lane.
       if (!combine || !isCombiner(combine) || combine->getBlock() != body ||
-          !isa<FloatType>(store.getValue().getType()))
+          !store.getValue().getType().isF32())
         return failure();
       for (Value i : store.getIndices())
         if (definedIn(i, loop))
@@ -154,11 +155,9 @@ struct KimiGpuWarpReductions
     }
     if (!loop || !loop.getInitArgs().empty())
       return failure();
-    std::optional<int64_t> trips = loop.getStaticTripCount()
-                                       ? std::optional<int64_t>(
-                                             loop.getStaticTripCount()->getSExtValue())
-                                       : std::nullopt;
-    if (!trips || *trips < minTripCount)
+    // A dynamic trip count is a sequence or cache length: long enough.
+    if (std::optional<APInt> trips = loop.getStaticTripCount();
+        trips && trips->getSExtValue() < minTripCount)
       return failure();
     FailureOr<SmallVector<Accumulator>> accs = matchAccumulators(loop);
     if (failed(accs))

@@ -218,6 +218,12 @@ cl::opt<bool> gpuCublas(
     cl::desc("--target sm_90a models: run plain matrix products through the "
              "runtime's cuBLASLt (default on; =false generates kernels)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> gpuFuseElementwise(
+    "gpu-fuse-elementwise",
+    cl::desc("--target sm_90a models: fuse chains of elementwise ops into the "
+             "op that consumes them, one kernel each (default on; =false "
+             "keeps one kernel per op)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> gpuKdaKernels(
     "gpu-kda-kernels",
     cl::desc("--target sm_90a models: run kimi.kda through the generated KDA "
@@ -420,6 +426,7 @@ int main(int argc, char **argv) {
       codegen.matmulPrecision = gpuMatmulPrecision;
       codegen.kdaKernels = gpuKdaKernels;
       codegen.gemmCalls = gpuCublas;
+      codegen.fuseElementwise = gpuFuseElementwise;
       if (gpuDenseExpertsMinTokens < 0)
         return fail("--gpu-dense-experts-min-tokens must be >= 0");
       codegen.denseExpertsMinTokens = gpuDenseExpertsMinTokens;

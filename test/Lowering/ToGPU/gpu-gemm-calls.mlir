@@ -101,3 +101,30 @@ func.func @kept(%a: memref<8x16xf32, strided<[?, ?]>>, %b: memref<16x32xf32>, %c
   }
   return
 }
+
+// -----
+
+// Latent attention's scores: every head reads the same cache, so the head
+// loop (in q and the scores, not in the cache) is the batch with the
+// cache's batch stride 0; the cache's column slice has row stride 576.
+#q = affine_map<(b, h, t, s, r) -> (b, t, h, r)>
+#kv = affine_map<(b, h, t, s, r) -> (b, s, r)>
+#sc = affine_map<(b, h, t, s, r) -> (b, h, t, s)>
+// CHECK-LABEL: func.func @shared_cache_scores
+// CHECK-NOT: linalg.generic
+// CHECK: %[[Q:strides[_0-9]*]]:4 = memref.extract_strided_metadata %arg0
+// CHECK: %[[KV:strides[_0-9]*]]:3 = memref.extract_strided_metadata %arg1
+// CHECK: %[[S:strides[_0-9]*]]:4 = memref.extract_strided_metadata %arg2
+// m = t (256), n = s, k = r (512), batch = h (16): q's strides (t, r, h),
+// the cache's (r, s) and batch stride 0, the scores' (t, s, h).
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c256, %{{.*}}, %c512, %c16, %[[Q]]#1, %[[Q]]#3, %[[Q]]#2, %[[KV]]#2, %[[KV]]#1, %c0, %[[S]]#2, %[[S]]#3, %[[S]]#1,
+func.func @shared_cache_scores(%q: memref<1x256x16x512xf32>, %kv: memref<1x?x512xf32, strided<[?, 576, 1]>>, %s: memref<1x16x256x?xf32>) {
+  linalg.generic {indexing_maps = [#q, #kv, #sc], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %kv : memref<1x256x16x512xf32>, memref<1x?x512xf32, strided<[?, 576, 1]>>) outs(%s : memref<1x16x256x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -38,6 +38,32 @@ func.func @matvec(%x: memref<1024xf32>, %w: memref<96x1024xf32>, %o: memref<96xf
 
 // -----
 
+// Attention's row maximum over a cache of dynamic length: dynamic loops are
+// sequence lengths and are spread over the lanes too.
+// CHECK-LABEL: func.func @row_max_over_keys
+// CHECK: scf.parallel (%{{.*}}, %[[LANE:.*]]) = (%{{.*}}, %{{.*}}) to (%{{.*}}, %{{.*}}) step
+// CHECK: scf.for %{{.*}} = %{{.*}} to %arg2 step
+// CHECK: arith.maximumf
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: arith.cmpi eq, %[[LANE]]
+func.func @row_max_over_keys(%s: memref<64x?xf32>, %m: memref<64xf32>, %keys: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%r) = (%c0) to (%c64) step (%c1) {
+    scf.for %k = %c0 to %keys step %c1 {
+      %x = memref.load %s[%r, %k] : memref<64x?xf32>
+      %acc = memref.load %m[%r] : memref<64xf32>
+      %y = arith.maximumf %acc, %x : f32
+      memref.store %y, %m[%r] : memref<64xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
 // Two accumulators in one loop (gate and up projections of an expert) and a
 // maximum (a softmax's running max), each with its identity.
 // CHECK-LABEL: func.func @two_and_max
@@ -72,12 +98,13 @@ func.func @two_and_max(%x: memref<512xf32>, %w: memref<8x512xf32>, %o: memref<8x
 // -----
 
 // Left alone: a loop shorter than min-trip-count, a loop that reads the
-// buffer it accumulates into elsewhere (a running value), and a recurrence
-// whose input depends on the running value.
+// buffer it accumulates into elsewhere (a running value), a recurrence
+// whose input depends on the running value, and a bf16 accumulator (the
+// shuffles move 32-bit lanes).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: gpu.shuffle
 // CHECK: return
-func.func @left_alone(%x: memref<1024xf32>, %o: memref<4xf32>) {
+func.func @left_alone(%x: memref<1024xf32>, %o: memref<4xf32>, %xh: memref<1024xbf16>, %oh: memref<4xbf16>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -110,6 +137,15 @@ func.func @left_alone(%x: memref<1024xf32>, %o: memref<4xf32>) {
       %p = arith.mulf %a, %acc : f32
       %s = arith.addf %acc, %p : f32
       memref.store %s, %o[%n] : memref<4xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%n) = (%c0) to (%c4) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %xh[%k] : memref<1024xbf16>
+      %acc = memref.load %oh[%n] : memref<4xbf16>
+      %s = arith.addf %acc, %a : bf16
+      memref.store %s, %oh[%n] : memref<4xbf16>
     }
     scf.reduce
   }
