@@ -65,8 +65,7 @@ Session::create(std::shared_ptr<const Executable> executable) {
         decodeIn == npos ? spec : s->decode_->inputs[decodeIn];
     Slot slot{spec.name, spec.role, layout,
               indexByName(s->prefill_->inputs, spec.name, npos), i, decodeIn,
-              indexByName(s->decode_->outputs, spec.name, npos),
-              spec.role == TensorRole::kCache ? cacheRowBytes(layout) : 0};
+              indexByName(s->decode_->outputs, spec.name, npos)};
     if (slot.decodeIn == npos || slot.decodeOut == npos)
       return invalidArtifact("session: " + std::string(roleName(spec.role)) + " " +
                              quoted(spec.name) +

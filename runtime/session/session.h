@@ -105,7 +105,6 @@ public:
     size_t prefillOut;   // index in prefill outputs
     size_t decodeIn;     // index in decode inputs
     size_t decodeOut;    // index in decode outputs
-    int64_t rowBytes;    // caches: bytes per token position, all B sequences
   };
   const std::vector<Slot> &slots() const { return slots_; }
 
