@@ -147,14 +147,29 @@ kimi_status kimi_session_create(const kimi_artifact *artifact,
 
 void kimi_session_destroy(kimi_session *session) { delete session; }
 
+namespace {
+kimi_status prefillWith(const char *function, kimi_session *session,
+                        const int32_t *tokens, size_t count,
+                        PrefillLogits which) {
+  if (!session)
+    return nullArgument(function, "session");
+  if (!tokens && count)
+    return nullArgument(function, "tokens");
+  StatusOr<LogitsView> r = session->session->prefill(tokens, count, which);
+  return report(r.isOk() ? Status::ok() : r.status());
+}
+} // namespace
+
 kimi_status kimi_session_prefill(kimi_session *session, const int32_t *tokens,
                                  size_t count) {
-  if (!session)
-    return nullArgument("kimi_session_prefill", "session");
-  if (!tokens && count)
-    return nullArgument("kimi_session_prefill", "tokens");
-  StatusOr<LogitsView> r = session->session->prefill(tokens, count);
-  return report(r.isOk() ? Status::ok() : r.status());
+  return prefillWith("kimi_session_prefill", session, tokens, count,
+                     PrefillLogits::kAll);
+}
+
+kimi_status kimi_session_prefill_last(kimi_session *session,
+                                      const int32_t *tokens, size_t count) {
+  return prefillWith("kimi_session_prefill_last", session, tokens, count,
+                     PrefillLogits::kLast);
 }
 
 int64_t kimi_session_batch(const kimi_session *session) {

@@ -2,11 +2,13 @@
 //
 //   kimi-bench-model MODEL.kimi [--batch-artifact MODEL_B64.kimi]
 //                    [--prefill-tokens N] [--decode-steps N] [--context C]
-//                    [--repeats R] [--seed S]
+//                    [--repeats R] [--seed S] [--prefill-logits last|all]
 //
 // Runs any artifact (CPU or GPU target) with deterministic random weights
 // and prints one JSON object:
-//  * prefill: a fresh session prefills N random tokens (median of R);
+//  * prefill: a fresh session prefills N random tokens (median of R),
+//    copying out the last logits row (what generation needs) or, with
+//    --prefill-logits all, every row as kimi-run --dump-logits does;
 //  * decode batch 1: the same session decodes N more tokens, one at a time;
 //  * decode batch B (with --batch-artifact, a model compiled with
 //    --batch B): a session of B sequences restored from random states and
@@ -174,7 +176,11 @@ int main(int argc, char **argv) {
     std::fprintf(stderr,
                  "usage: kimi-bench-model MODEL.kimi [--batch-artifact B.kimi] "
                  "[--prefill-tokens N] [--decode-steps N] [--context C] "
-                 "[--repeats R] [--seed S] [--profile]\n"
+                 "[--repeats R] [--seed S] [--prefill-logits last|all] "
+                 "[--profile]\n"
+                 "  --prefill-logits  logits a prefill copies out of the "
+                 "executable:\n"
+                 "             the last row (default) or every row\n"
                  "  --profile  GPU models: per-kernel device times of each "
                  "phase on stderr\n"
                  "             (CUDA events around every launch: the JSON "
@@ -185,6 +191,7 @@ int main(int argc, char **argv) {
   long prefillTokens = 8192, decodeSteps = 32, context = 1024, repeats = 3,
        seed = 1;
   bool profile = false;
+  PrefillLogits prefillLogits = PrefillLogits::kLast;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--profile") {
@@ -196,6 +203,12 @@ int main(int argc, char **argv) {
     std::string value = argv[++i];
     if (a == "--batch-artifact") {
       batchModel = value;
+      continue;
+    }
+    if (a == "--prefill-logits") {
+      if (value != "last" && value != "all")
+        die("--prefill-logits takes 'last' or 'all', not '" + value + "'");
+      prefillLogits = value == "all" ? PrefillLogits::kAll : PrefillLogits::kLast;
       continue;
     }
     long v = std::atol(value.c_str());
@@ -223,7 +236,7 @@ int main(int argc, char **argv) {
   std::vector<double> prefillS, decodeS;
   for (long r = 0; r < repeats; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    auto p = session->prefill(prompt);
+    auto p = session->prefill(prompt, prefillLogits);
     auto t1 = std::chrono::steady_clock::now();
     if (!p.isOk())
       die("prefill: " + p.status().message());
@@ -298,9 +311,11 @@ int main(int argc, char **argv) {
               "  \"device\": \"%s\",\n  \"weight_bytes\": %lld,\n",
               a.model.modelType.c_str(), a.target.name.c_str(),
               m.exe->deviceName().c_str(), (long long)m.exe->weightBytes());
-  std::printf("  \"prefill\": {\"tokens\": %ld, \"ms_median\": %.3f, "
-              "\"tokens_per_s\": %.1f},\n",
-              prefillTokens, p * 1e3, double(prefillTokens) / p);
+  std::printf("  \"prefill\": {\"tokens\": %ld, \"logits\": \"%s\", "
+              "\"ms_median\": %.3f, \"tokens_per_s\": %.1f},\n",
+              prefillTokens,
+              prefillLogits == PrefillLogits::kAll ? "all" : "last", p * 1e3,
+              double(prefillTokens) / p);
   std::printf("  \"decode\": [\n    {\"batch\": 1, \"context\": %ld, "
               "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f}",
               prefillTokens, d * 1e3, 1.0 / d);

@@ -553,6 +553,12 @@ public:
   cuda::CUdeviceptr data() const { return data_; }
   const std::shared_ptr<GrowableStorage> &storage() const { return storage_; }
 
+protected:
+  StatusOr<HostTensor>
+  regionToHost(size_t offset, const std::vector<int64_t> &shape) const override {
+    return block_->owner->download(data_ + offset, dtype(), shape);
+  }
+
 private:
   std::shared_ptr<Block> block_;
   cuda::CUdeviceptr data_;

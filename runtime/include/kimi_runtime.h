@@ -97,6 +97,13 @@ KIMI_API int64_t kimi_session_batch(const kimi_session *session);
  * tokens[b*T .. (b+1)*T)); logits become [B * T, V], sequence-major. */
 KIMI_API kimi_status kimi_session_prefill(kimi_session *session,
                                           const int32_t *tokens, size_t count);
+/* kimi_session_prefill, but the logits become [B, V]: the last row of each
+ * sequence, all that generation needs. The model computes every row either
+ * way; only the last ones are copied out (for a GPU model, 1 of T rows
+ * crosses PCIe). */
+KIMI_API kimi_status kimi_session_prefill_last(kimi_session *session,
+                                               const int32_t *tokens,
+                                               size_t count);
 /* Appends one token to every sequence (`count` = B); logits become [B, V].
  * Needs a prefill (or restore) first. */
 KIMI_API kimi_status kimi_session_decode(kimi_session *session,

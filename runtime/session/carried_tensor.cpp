@@ -14,8 +14,34 @@ size_t CarriedTensor::bytes() const {
   return static_cast<size_t>(numel) * dtypeSize(dtype_);
 }
 
+StatusOr<HostTensor> CarriedTensor::rowsToHost(int64_t first,
+                                               int64_t count) const {
+  const int64_t cols = shape_.empty() ? 1 : shape_.back();
+  const int64_t rows = cols ? static_cast<int64_t>(bytes() / dtypeSize(dtype_)) / cols : 0;
+  if (first < 0 || count < 0 || first > rows || count > rows - first)
+    return invalidArgument("rows [" + std::to_string(first) + ", " +
+                      std::to_string(first + count) + ") of a " +
+                      std::string(dtypeName(dtype_)) + " " +
+                      shapeToString(shape_) + " tensor (" +
+                      std::to_string(rows) + " rows)");
+  const size_t rowBytes = static_cast<size_t>(cols) * dtypeSize(dtype_);
+  return regionToHost(static_cast<size_t>(first) * rowBytes, {count, cols});
+}
+
 HostCarriedTensor::HostCarriedTensor(HostTensor tensor)
     : CarriedTensor(tensor.dtype, tensor.shape), tensor_(std::move(tensor)) {}
+
+StatusOr<HostTensor>
+HostCarriedTensor::regionToHost(size_t offset,
+                                const std::vector<int64_t> &shape) const {
+  int64_t numel = 0;
+  checkedNumel(shape, numel);
+  const size_t bytes = static_cast<size_t>(numel) * dtypeSize(dtype());
+  KIMI_ASSIGN_OR_RETURN(HostBuffer copy, HostBuffer::allocate(bytes));
+  if (bytes)
+    std::memcpy(copy.data, tensor_.data() + offset, bytes);
+  return HostTensor{dtype(), shape, std::move(copy)};
+}
 
 StatusOr<std::vector<int64_t>> grownCacheShape(const CarriedTensor *cache,
                                                const CarriedTensor &rows,

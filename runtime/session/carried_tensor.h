@@ -45,6 +45,17 @@ public:
   virtual const HostTensor *host() const { return nullptr; }
   /// A host copy (for host tensors, the tensor itself: no copy).
   virtual StatusOr<HostTensor> toHost() const = 0;
+  /// Rows [first, first + count) of the tensor seen as a matrix
+  /// [rows, last dim], copied to a host tensor [count, last dim]: what a
+  /// caller that wants a few rows (the last logits row of a prefill) moves
+  /// instead of the whole tensor. An error when the range is out of bounds.
+  StatusOr<HostTensor> rowsToHost(int64_t first, int64_t count) const;
+
+protected:
+  /// `shape` worth of bytes from byte `offset` on (checked by the caller),
+  /// as a host tensor.
+  virtual StatusOr<HostTensor>
+  regionToHost(size_t offset, const std::vector<int64_t> &shape) const = 0;
 
 private:
   DType dtype_;
@@ -79,6 +90,10 @@ public:
   static StatusOr<CarriedRef> appendRows(const CarriedRef &cache,
                                          const CarriedTensor &rows,
                                          int64_t batch);
+
+protected:
+  StatusOr<HostTensor>
+  regionToHost(size_t offset, const std::vector<int64_t> &shape) const override;
 
 private:
   HostCarriedTensor(HostTensor tensor, std::shared_ptr<GrowableStorage> storage)

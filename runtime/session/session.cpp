@@ -108,7 +108,7 @@ LogitsView Session::logits() const {
 
 StatusOr<std::vector<CarriedRef>>
 Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
-              int64_t count, HostTensor &logits) {
+              int64_t count, bool keepLogits, CarriedRef &logits) {
   KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf,
                         HostBuffer::allocate(size_t(batch_ * count) * 4));
   std::memcpy(tokBuf.data, tokens, size_t(batch_ * count) * 4);
@@ -140,28 +140,45 @@ Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
     inputs[in] = carried_[i].get();
   }
 
+  const size_t logitsOut = usePrefill ? prefillLogits_ : decodeLogits_;
+  keep[logitsOut] = keepLogits;
   std::vector<CarriedRef> outs;
   KIMI_RETURN_IF_ERROR(exe_->runCarried(entry.name, inputs, count, keep, outs));
-  const CarriedRef &l = outs[usePrefill ? prefillLogits_ : decodeLogits_];
-  if (!l || !l->host() ||
+  const CarriedRef &l = outs[logitsOut];
+  if (!l || (!keepLogits && !l->host()) || l->dtype() != DType::kF32 ||
       l->bytes() != static_cast<size_t>(batch_ * count * vocab_) * sizeof(float))
     return executionError(
         "entry " + quoted(entry.name) + ": logits " +
         (l ? shapeToString(l->shape()) + " hold " +
-                 std::to_string(l->bytes() / 4) + " host values"
+                 std::to_string(l->bytes() / 4) + " values"
            : std::string("missing")) +
         ", expected " + std::to_string(batch_) + " x " +
-        std::to_string(count) + " x " + std::to_string(vocab_));
-  logits = *l->host();
+        std::to_string(count) + " x " + std::to_string(vocab_) +
+        (keepLogits ? "" : " on the host"));
+  logits = l;
   return outs;
 }
 
-StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
-                                   int64_t count) {
+StatusOr<HostTensor> Session::lastRows(const CarriedTensor &logits,
+                                       int64_t count) const {
+  KIMI_ASSIGN_OR_RETURN(HostBuffer rows,
+                        HostBuffer::allocate(size_t(batch_ * vocab_) * 4));
+  for (int64_t b = 0; b < batch_; ++b) {
+    KIMI_ASSIGN_OR_RETURN(HostTensor row,
+                          logits.rowsToHost(b * count + count - 1, 1));
+    std::memcpy(rows.data + size_t(b * vocab_) * 4, row.data(),
+                size_t(vocab_) * 4);
+  }
+  return HostTensor{DType::kF32, {batch_, 1, vocab_}, std::move(rows)};
+}
+
+StatusOr<CarriedRef> Session::step(bool usePrefill, const int32_t *tokens,
+                                   int64_t count, bool keepLogits) {
   const EntrySpec &entry = usePrefill ? *prefill_ : *decode_;
-  HostTensor logits;
-  KIMI_ASSIGN_OR_RETURN(std::vector<CarriedRef> outs,
-                        call(entry, usePrefill, tokens, count, logits));
+  CarriedRef logits;
+  KIMI_ASSIGN_OR_RETURN(
+      std::vector<CarriedRef> outs,
+      call(entry, usePrefill, tokens, count, keepLogits, logits));
   // The new states and caches; the session changes only when all are made.
   std::vector<CarriedRef> next(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -180,7 +197,8 @@ StatusOr<HostTensor> Session::step(bool usePrefill, const int32_t *tokens,
   return logits;
 }
 
-StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
+StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
+                                      PrefillLogits which) {
   if (count == 0)
     return invalidArgument("prefill needs at least one token");
   if (!tokens)
@@ -199,6 +217,7 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
                            " tokens exceeds max_position_embeddings " +
                            std::to_string(maxPositions_));
   auto start = std::chrono::steady_clock::now();
+  const bool lastOnly = which == PrefillLogits::kLast;
 
   if (prefillChunk_ > 0) {
     // Stateful prefill: zero state, floor(T/C) chunk steps, then decode
@@ -216,45 +235,70 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count) {
       }
       carried_[i] = std::move(zero.value());
     }
-    auto all =
-        HostBuffer::allocate(static_cast<size_t>(batch_ * t * vocab_) * 4);
-    if (!all.isOk()) {
-      restore();
-      return all.status();
+    // Every row is collected on the host; for the last rows only, each
+    // step's logits stay where they are computed and only the final step's
+    // last rows are copied.
+    HostBuffer all;
+    if (!lastOnly) {
+      auto buffer =
+          HostBuffer::allocate(static_cast<size_t>(batch_ * t * vocab_) * 4);
+      if (!buffer.isOk()) {
+        restore();
+        return buffer.status();
+      }
+      all = std::move(buffer.value());
     }
     std::vector<int32_t> part;
-    int64_t done = 0;
+    CarriedRef rows;
+    int64_t done = 0, n = 0;
     while (done < t) {
       bool chunk = t - done >= prefillChunk_;
-      int64_t n = chunk ? prefillChunk_ : 1;
+      n = chunk ? prefillChunk_ : 1;
       // Tokens [done, done + n) of every sequence.
       part.resize(size_t(batch_ * n));
       for (int64_t b = 0; b < batch_; ++b)
         std::memcpy(part.data() + b * n, tokens + b * t + done, size_t(n) * 4);
-      StatusOr<HostTensor> rows = step(chunk, part.data(), n);
-      if (!rows.isOk()) {
+      StatusOr<CarriedRef> stepped = step(chunk, part.data(), n, lastOnly);
+      if (!stepped.isOk()) {
         restore();
-        return rows.status();
+        return stepped.status();
       }
-      const size_t rowBytes = size_t(vocab_) * 4;
-      for (int64_t b = 0; b < batch_; ++b)
-        std::memcpy(all->data + size_t(b * t + done) * rowBytes,
-                    rows->data() + size_t(b * n) * rowBytes, size_t(n) * rowBytes);
+      rows = std::move(stepped.value());
+      if (!lastOnly) {
+        const size_t rowBytes = size_t(vocab_) * 4;
+        for (int64_t b = 0; b < batch_; ++b)
+          std::memcpy(all.data + size_t(b * t + done) * rowBytes,
+                      rows->host()->data() + size_t(b * n) * rowBytes,
+                      size_t(n) * rowBytes);
+      }
       done += n;
     }
-    logits_ = HostTensor{DType::kF32, {batch_, t, vocab_}, *all};
+    if (lastOnly) {
+      StatusOr<HostTensor> last = lastRows(*rows, n);
+      if (!last.isOk()) {
+        restore();
+        return last.status();
+      }
+      logits_ = std::move(last.value());
+    } else {
+      logits_ = HostTensor{DType::kF32, {batch_, t, vocab_}, std::move(all)};
+    }
   } else {
     // One call from zero state: its states and caches [B, T, ...] are the
     // session's as they come.
-    HostTensor logits;
+    CarriedRef logits;
     KIMI_ASSIGN_OR_RETURN(std::vector<CarriedRef> outs,
-                          call(*prefill_, true, tokens, t, logits));
+                          call(*prefill_, true, tokens, t, lastOnly, logits));
+    if (lastOnly) {
+      KIMI_ASSIGN_OR_RETURN(logits_, lastRows(*logits, t));
+    } else {
+      logits_ = *logits->host();
+    }
     for (size_t i = 0; i < slots_.size(); ++i)
       carried_[i] = outs[slots_[i].prefillOut];
-    logits_ = std::move(logits);
   }
   const double seconds = secondsSince(start);
-  logitsRows_ = batch_ * t;
+  logitsRows_ = lastOnly ? batch_ : batch_ * t;
   restoredLogits_.clear();
   started_ = true;
   length_ = t;
@@ -283,9 +327,9 @@ StatusOr<LogitsView> Session::decode(const int32_t *tokens, size_t count) {
                            std::to_string(maxPositions_));
   // step() changes states and caches only after the call succeeded.
   auto start = std::chrono::steady_clock::now();
-  KIMI_ASSIGN_OR_RETURN(HostTensor rows, step(false, tokens, 1));
+  KIMI_ASSIGN_OR_RETURN(CarriedRef rows, step(false, tokens, 1, false));
   const double seconds = secondsSince(start);
-  logits_ = std::move(rows);
+  logits_ = *rows->host();
   logitsRows_ = batch_;
   restoredLogits_.clear();
   length_ += 1;

@@ -54,6 +54,12 @@ struct LogitsView {
   int64_t vocab = 0;
 };
 
+/// Which logits a prefill returns. The entry computes every row either way;
+/// kLast copies only the last row of each sequence out of the executable
+/// (for a GPU model, 1 of T rows crosses PCIe: 1 GB -> 128 KB for an
+/// 8K-token prompt of a 32K vocabulary), which is all that generation needs.
+enum class PrefillLogits { kAll, kLast };
+
 /// A session's sequence state (see saveState).
 struct SessionSnapshot {
   /// Per slot (Session::slots()): the state, or the cache [B, length, ...].
@@ -70,10 +76,13 @@ public:
   create(std::shared_ptr<const Executable> executable);
 
   /// Starts B new sequences from `count` = B * T tokens (T >= 1; sequence b
-  /// is tokens[b*T, (b+1)*T)); logits [B * T, V], sequence-major.
-  StatusOr<LogitsView> prefill(const int32_t *tokens, size_t count);
-  StatusOr<LogitsView> prefill(const std::vector<int32_t> &tokens) {
-    return prefill(tokens.data(), tokens.size());
+  /// is tokens[b*T, (b+1)*T)); logits [B * T, V], sequence-major, or with
+  /// PrefillLogits::kLast the last row of each sequence, [B, V].
+  StatusOr<LogitsView> prefill(const int32_t *tokens, size_t count,
+                               PrefillLogits which = PrefillLogits::kAll);
+  StatusOr<LogitsView> prefill(const std::vector<int32_t> &tokens,
+                               PrefillLogits which = PrefillLogits::kAll) {
+    return prefill(tokens.data(), tokens.size(), which);
   }
   /// Extends every sequence by one token (`count` = B); logits [B, V].
   StatusOr<LogitsView> decode(const int32_t *tokens, size_t count);
@@ -115,15 +124,20 @@ private:
   /// Runs `count` tokens of every sequence (tokens [B, count], row-major)
   /// through `prefill` (a stateful chunk step) or `decode` from the current
   /// states and caches, replacing the states and appending each sequence's
-  /// cache rows; returns the logits [B, count, V].
-  StatusOr<HostTensor> step(bool usePrefill, const int32_t *tokens,
-                            int64_t count);
+  /// cache rows; returns the logits [B, count, V], on the host unless
+  /// `keepLogits`.
+  StatusOr<CarriedRef> step(bool usePrefill, const int32_t *tokens,
+                            int64_t count, bool keepLogits);
   /// Calls `entry` on tokens [B, count] and the session's states and caches
   /// (where the entry takes them); states and cache rows come back where
-  /// the executable keeps them, the logits (checked) on the host.
+  /// the executable keeps them, the logits (checked) on the host, or where
+  /// the executable computes them when `keepLogits`.
   StatusOr<std::vector<CarriedRef>> call(const EntrySpec &entry, bool usePrefill,
                                          const int32_t *tokens, int64_t count,
-                                         HostTensor &logits);
+                                         bool keepLogits, CarriedRef &logits);
+  /// The last row of each sequence of `logits` [B, count, V]: [B, 1, V].
+  StatusOr<HostTensor> lastRows(const CarriedTensor &logits,
+                                int64_t count) const;
 
   std::shared_ptr<const Executable> exe_;
   const EntrySpec *prefill_ = nullptr;

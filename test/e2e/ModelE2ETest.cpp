@@ -205,6 +205,41 @@ TEST_P(ModelE2E, PrefillThenDecodeEqualsLongerPrefill) {
   EXPECT_EQ(split.value()->length(), 130);
 }
 
+/// PrefillLogits::kLast returns each sequence's last row of the all-rows
+/// prefill, bit for bit (same entries, same order): for a prompt that ends
+/// on a chunk step (64) and one that ends with decode steps (130), and
+/// nothing else of the session changes (the next decode step agrees).
+TEST_P(ModelE2E, PrefillLastLogitsAreTheLastRows) {
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto exe = load();
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  const int64_t V = config.vocab;
+  std::vector<int32_t> tokens = randomTokens(131);
+  for (size_t n : {size_t(64), size_t(130), size_t(1)}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    auto all = Session::create(exe.value());
+    auto last = Session::create(exe.value());
+    ASSERT_TRUE(all.isOk() && last.isOk());
+    StatusOr<LogitsView> a = all.value()->prefill(tokens.data(), n);
+    ASSERT_TRUE(a.isOk()) << a.status().message();
+    ASSERT_EQ(a.value().rows, int64_t(n));
+    std::vector<float> want(a.value().data + (n - 1) * V,
+                            a.value().data + n * V);
+    StatusOr<LogitsView> l =
+        last.value()->prefill(tokens.data(), n, PrefillLogits::kLast);
+    ASSERT_TRUE(l.isOk()) << l.status().message();
+    ASSERT_EQ(l.value().rows, 1);
+    ASSERT_EQ(l.value().vocab, V);
+    EXPECT_EQ(std::memcmp(l.value().data, want.data(), size_t(V) * 4), 0);
+    EXPECT_EQ(last.value()->length(), int64_t(n));
+    StatusOr<LogitsView> da = all.value()->decodeStep(tokens[n]);
+    StatusOr<LogitsView> dl = last.value()->decodeStep(tokens[n]);
+    ASSERT_TRUE(da.isOk() && dl.isOk());
+    EXPECT_EQ(std::memcmp(da.value().data, dl.value().data, size_t(V) * 4), 0);
+  }
+}
+
 /// An artifact compiled with --batch 3 steps three sequences at once: its
 /// prefill chunk and decode steps give each sequence the logits that a
 /// batch-1 session gives it alone (f32, other summation orders), states and
@@ -334,6 +369,20 @@ TEST_P(ModelE2E, BatchedEntriesMatchOneSequenceEach) {
     viaSession[b].assign(p.value().data + b * C * V, p.value().data + (b + 1) * C * V);
   EXPECT_FALSE(session.value()->decodeStep(tokens[0][C]).isOk())
       << "a one-token step of a batch-3 session must be refused";
+  {
+    // Only the last rows: row b is sequence b's last prompt row.
+    auto lastOnly = Session::create(batched.value());
+    ASSERT_TRUE(lastOnly.isOk());
+    StatusOr<LogitsView> l =
+        lastOnly.value()->prefill(prompt, PrefillLogits::kLast);
+    ASSERT_TRUE(l.isOk()) << l.status().message();
+    ASSERT_EQ(l.value().rows, B);
+    for (int64_t b = 0; b < B; ++b)
+      EXPECT_EQ(std::memcmp(l.value().data + b * V,
+                            viaSession[b].data() + (C - 1) * V, size_t(V) * 4),
+                0)
+          << "last row of sequence " << b;
+  }
   for (int64_t t = C; t < C + steps; ++t) {
     std::vector<int32_t> next;
     for (int64_t b = 0; b < B; ++b)

@@ -25,6 +25,7 @@
 #include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
+#include <cstring>
 
 #include <algorithm>
 #include <cmath>
@@ -251,6 +252,18 @@ TEST_P(ModelGpu, PrefillThenDecodeEqualsPrefill) {
   double err = relativeError(split, whole, 0, whole.size());
   std::printf("[ errors   ] prefill(N)+decode(M) vs prefill(N+M): %.3g\n", err);
   EXPECT_LT(err, 1e-4);
+
+  // The last row alone (copied out of device memory by itself) is the
+  // whole prefill's last row, bit for bit.
+  auto last = Session::create(gpu.value());
+  ASSERT_TRUE(last.isOk());
+  auto l = last.value()->prefill(all, PrefillLogits::kLast);
+  ASSERT_TRUE(l.isOk()) << l.status().message();
+  ASSERT_EQ(l.value().rows, 1);
+  const int64_t V = l.value().vocab;
+  EXPECT_EQ(std::memcmp(l.value().data, whole.data() + whole.size() - size_t(V),
+                        size_t(V) * 4),
+            0);
 }
 
 TEST_P(ModelGpu, SnapshotsForkOnTheDevice) {

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <string>
 
@@ -77,6 +79,19 @@ TEST_F(CApi, PrefillDecodeSaveRestoreCounters) {
   ASSERT_EQ(kimi_session_logits(s, &logits, &rows, nullptr), KIMI_OK);
   EXPECT_EQ(rows, 4u);
   expectLastRow(s, prompt);
+  // Only the last row: one row, the same values.
+  std::vector<float> lastRow(logits + 3 * TOY_VOCAB, logits + 4 * TOY_VOCAB);
+  ASSERT_EQ(kimi_session_prefill_last(s, prompt.data(), prompt.size()), KIMI_OK)
+      << kimi_last_error();
+  ASSERT_EQ(kimi_session_logits(s, &logits, &rows, nullptr), KIMI_OK);
+  EXPECT_EQ(rows, 1u);
+  EXPECT_EQ(std::memcmp(logits, lastRow.data(), lastRow.size() * 4), 0);
+  EXPECT_EQ(kimi_session_length(s), 4);
+  EXPECT_EQ(kimi_session_prefill_last(nullptr, prompt.data(), 1),
+            KIMI_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kimi_last_error()).find("kimi_session_prefill_last"),
+            std::string::npos)
+      << kimi_last_error();
 
   kimi_state *state = nullptr;
   ASSERT_EQ(kimi_session_save_state(s, &state), KIMI_OK);
@@ -115,8 +130,8 @@ TEST_F(CApi, PrefillDecodeSaveRestoreCounters) {
 
   kimi_counters c;
   ASSERT_EQ(kimi_session_counters(s, &c), KIMI_OK);
-  EXPECT_EQ(c.prefill_calls, 1);
-  EXPECT_EQ(c.prefill_tokens, 4);
+  EXPECT_EQ(c.prefill_calls, 2); // all rows, then the last row only
+  EXPECT_EQ(c.prefill_tokens, 8);
   EXPECT_EQ(c.decode_calls, 4); // 3 steps and one kimi_session_decode
   EXPECT_EQ(c.decode_tokens, 4);
   EXPECT_GT(c.peak_bytes, 0);

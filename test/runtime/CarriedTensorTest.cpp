@@ -110,3 +110,21 @@ TEST(CarriedTensor, MismatchedRowsAreRefusedWithBothShapes) {
   auto wrongBatch = HostCarriedTensor::appendRows(cache, *randomRows(1, 1, 4, rng, v), 2);
   EXPECT_FALSE(wrongBatch.isOk());
 }
+
+TEST(CarriedTensor, RowsToHostCopiesTheRowsOfTheLastDimension) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> values;
+  // [2, 3, 5]: six rows of five.
+  CarriedRef t = randomRows(2, 3, 5, rng, values);
+  StatusOr<HostTensor> rows = t->rowsToHost(2, 3);
+  ASSERT_TRUE(rows.isOk()) << rows.status().message();
+  EXPECT_EQ(rows->shape, (std::vector<int64_t>{3, 5}));
+  ASSERT_EQ(rows->bytes(), size_t(15) * 4);
+  EXPECT_EQ(std::memcmp(rows->data(), values.data() + 10, 15 * 4), 0);
+  EXPECT_TRUE(t->rowsToHost(6, 0).isOk());
+  StatusOr<HostTensor> past = t->rowsToHost(5, 2);
+  ASSERT_FALSE(past.isOk());
+  EXPECT_EQ(past.status().message(),
+            "rows [5, 7) of a f32 [2, 3, 5] tensor (6 rows)");
+  EXPECT_FALSE(t->rowsToHost(-1, 1).isOk());
+}

@@ -183,6 +183,21 @@ TEST_F(ToySession, PrefillLogitsMatchTheReference) {
   EXPECT_EQ(s->length(), 8);
 }
 
+TEST_F(ToySession, PrefillOfTheLastRowsOnlyReturnsTheLastRow) {
+  auto s = session();
+  std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto logits = s->prefill(tokens, PrefillLogits::kLast);
+  ASSERT_TRUE(logits.isOk()) << logits.status().message();
+  ASSERT_EQ(logits->rows, 1);
+  expectRow(logits->data, toy::referenceLogits(tokens).back(), "last row");
+  EXPECT_EQ(s->length(), 8);
+  EXPECT_EQ(s->logits().rows, 1);
+  auto next = s->decodeStep(5);
+  ASSERT_TRUE(next.isOk()) << next.status().message();
+  tokens.push_back(5);
+  expectRow(next->data, toy::referenceLogits(tokens).back(), "decode after it");
+}
+
 TEST_F(ToySession, PrefillThenDecodeEqualsLongerPrefill) {
   const std::vector<int32_t> all = {7, 0, 15, 3, 3, 8, 11, 2, 5, 14};
   for (size_t n = 1; n < all.size(); ++n) {

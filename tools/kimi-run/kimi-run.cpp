@@ -395,7 +395,9 @@ int main(int argc, char **argv) {
     std::printf(" per sequence, %lld sequences", (long long)sequences);
   std::printf("\n");
 
-  StatusOr<LogitsView> logits = s.prefill(tokens);
+  // Generation needs only each prompt's last logits row; --dump-logits all.
+  StatusOr<LogitsView> logits =
+      s.prefill(tokens, keepRows ? PrefillLogits::kAll : PrefillLogits::kLast);
   if (!logits.isOk())
     return fail(logits.status().message());
   emit(logits.value());
@@ -404,9 +406,10 @@ int main(int argc, char **argv) {
   std::vector<int32_t> next(static_cast<size_t>(B));
   if (maxNew > 0) {
     const LogitsView &l = logits.value();
+    const int64_t perSequence = l.rows / B; // promptLength, or 1
     for (int64_t b = 0; b < B; ++b)
       generated[b].push_back(
-          argmax(l.data + ((b + 1) * promptLength - 1) * l.vocab, l.vocab));
+          argmax(l.data + ((b + 1) * perSequence - 1) * l.vocab, l.vocab));
   }
   while (static_cast<long long>(generated[0].size()) < maxNew) {
     for (int64_t b = 0; b < B; ++b)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Here (no GPU needed): builds the GPU-side programs and compiles the k3-mini
+# artifacts that bench/model/run-device.sh times on an H200, into gpucheck/
+# (ignored by git; carry it to the device machine). Artifacts are gzipped.
+#
+#   bench/model/prepare-device.sh [VARIANT ...]
+#
+# A variant is NAME=kimi-compile flags; the defaults are the configurations
+# docs/perf/model.md reports. Every artifact has the KDA kernels and TF32
+# products unless its flags say otherwise.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${KIMI_BUILD_DIR:-$root/build}
+out=$root/gpucheck
+cmake --build "$build" -j "$(nproc)" --target kimi-compile kimi-bench-model \
+  kimi-gpu-model-tests kimi-gpu-blas-tests kimi-run
+mkdir -p "$out/models"
+cp "$build/bin/kimi-bench-model" "$build/bin/kimi-run" "$out/"
+cp "$build/test/gpu/kimi-gpu-model-tests" "$build/test/gpu/kimi-gpu-blas-tests" "$out/"
+cp -L "$build/runtime/libkimi_runtime.so.0" "$out/"
+cp "$build"/test/gpu/models/k3-tiny-*.kimi "$out/models/"
+
+common="--target sm_90a --gpu-kda-kernels --gpu-matmul-precision=tf32"
+variants=("$@")
+[ ${#variants[@]} -gt 0 ] || variants=(
+  "c256="
+  "c1024=--prefill-chunk 1024"
+  "b64=--batch 64"
+)
+pids=()
+for v in "${variants[@]}"; do
+  name=${v%%=*} flags=${v#*=}
+  # shellcheck disable=SC2086
+  "$build/bin/kimi-compile" "$root/models/k3-mini.json" $common $flags \
+    -o "$out/k3-mini-$name.kimi" &
+  pids+=($!)
+  # Two at a time: the machine has two cores.
+  if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+done
+for p in "${pids[@]}"; do wait "$p"; done
+# Artifacts are mostly PTX text: compressed they travel at an eighth of the
+# size (the device call carries 64 MiB at most); run-device.sh unpacks them.
+gzip -f "$out"/*.kimi "$out"/models/*.kimi
+du -sh "$out"
