@@ -18,6 +18,16 @@
 
 namespace kimi {
 
+/// The function through which host code reads one i32 of a buffer that it
+/// needs to size what comes next (the largest expert count of token-sorted
+/// experts): `func.func private @kimi_host_read_i32(memref<i32>) -> i32`,
+/// defined by kimi-lower-to-linalg as a plain load (a call, so that no
+/// canonicalisation turns it into a tensor read). The CPU target runs it as
+/// it is; on the GPU target, whose buffers are device memory,
+/// kimi-gpu-serial-kernels makes its body a synchronising read through the
+/// runtime (`kimi_gpu_read_i32`).
+constexpr llvm::StringLiteral kHostReadFn = "kimi_host_read_i32";
+
 #define GEN_PASS_DECL
 #include "lowering/Passes.h.inc"
 

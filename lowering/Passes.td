@@ -92,12 +92,18 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
     * `routed_experts` by default as gathers inside contractions: each
       (token, slot) reads its expert's rows where it uses them (gate/up,
       activation, down), then the weighted sum over the k slots. With
-      `dense-experts-min-tokens = N > 0`, ops over at least N tokens instead
-      run every expert on every token as plain matrix products (all experts'
-      gate/up as one `[T, E*I]` product, down as a product batched over
-      experts) and combine with the router weights scattered to `[T, E]`:
-      E/k times the arithmetic, but on matrix-product hardware, where the
-      gathers are bound by reading an expert matrix per token;
+      `sorted-experts-min-tokens = N > 0`, ops over at least N tokens are
+      sorted by expert instead: every dispatched slot (nonzero weight;
+      expert-parallel ranks give experts held elsewhere weight 0) gets a
+      row of its expert's block in an `[E, cap, W]` buffer, at its rank
+      among that expert's slots in token order (a data-parallel count, no
+      atomics), filled by a scatter; the three projections are products
+      batched over experts; each token gathers its k rows back. `cap` is
+      the largest expert count rounded up to 16 (at most T), the one
+      data-dependent size: the host reads it (a call of
+      `kimi_host_read_i32`, which this pass defines as a load), so the products cover about the dispatched rows
+      (T*k of them, plus the imbalance) instead of T*E, and nothing is
+      dropped;
     * `latent_moe` by decomposition into `linear`, `routed_experts`,
       `rms_norm` and `linear`;
     * `quantile_balance` as an `scf.for` over experts taking the `(q+1)`-th
@@ -110,14 +116,17 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
     compiled with dense weights. Any op left unlowered is an error naming it.
   }];
   let options = [
-    Option<"denseExpertsMinTokens", "dense-experts-min-tokens", "int64_t", "0",
-           "Routed experts over at least this many tokens run all experts as "
-           "matrix products (0: never)">,
+    Option<"sortedExpertsMinTokens", "sorted-experts-min-tokens", "int64_t", "0",
+           "Routed experts over at least this many tokens are sorted by "
+           "expert and run as products batched over experts (0: never)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
   ];
@@ -408,6 +417,14 @@ def KimiGpuSerialKernels
     on device data) is an error naming the op: it would need a
     device-to-host copy and a synchronisation in the middle of an entry.
 
+    The exception is `kimi_host_read_i32`, through which host code reads a
+    value it needs to size what comes next (the largest expert count of
+    token-sorted experts): its body becomes a call of `kimi_gpu_read_i32`
+    with the element's address, for which the runtime waits for the
+    model's stream and copies the four bytes to the host. One such read per
+    sorted-experts layer and step is the only synchronisation inside an
+    entry.
+
     The bookkeeping of ownership-based deallocation (buffers of `index`
     pointers and `i1` ownership flags) stays on the host: its
     `memref.alloc`s become `memref.alloca`s (their deallocs are dropped) and
@@ -418,7 +435,9 @@ def KimiGpuSerialKernels
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
   ];
 }
 

@@ -13,10 +13,11 @@ void populateTokenwiseLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// mla, mla_decode, attn_res.
 void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// router, routed_experts, latent_moe, quantile_balance / counts / update.
-/// `denseExpertsMinTokens` > 0: routed experts over at least that many
-/// tokens run every expert densely (kimi-lower-to-linalg's option).
+/// `sortedExpertsMinTokens` > 0: routed experts over at least that many
+/// tokens are sorted by expert and run as products batched over experts
+/// (kimi-lower-to-linalg's option).
 void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
-                                 int64_t denseExpertsMinTokens = 0);
+                                 int64_t sortedExpertsMinTokens = 0);
 /// kda_transition (the sequence split of kimi.kda).
 void populateKdaTransitionLoweringPatterns(mlir::RewritePatternSet &patterns);
 

@@ -218,7 +218,7 @@ llvm::Error kimi::codegenError(const llvm::Twine &step,
 
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
-                                          int64_t denseExpertsMinTokens,
+                                          int64_t sortedExpertsMinTokens,
                                           bool splatsAsFills,
                                           llvm::StringRef tensorPipeline) {
   MLIRContext *ctx = module.getContext();
@@ -233,7 +233,7 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                          "'");
     pm.addPass(kimi::createKimiLowerKda());
     kimi::KimiLowerToLinalgOptions linalgOptions;
-    linalgOptions.denseExpertsMinTokens = denseExpertsMinTokens;
+    linalgOptions.sortedExpertsMinTokens = sortedExpertsMinTokens;
     pm.addPass(kimi::createKimiLowerToLinalg(linalgOptions));
     // Partitioned modules: collectives become calls into the comm shim.
     pm.addPass(kimi::createKimiLowerCollectives());
@@ -347,7 +347,7 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
 llvm::Expected<std::string>
 kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
   if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline,
-                                               options.denseExpertsMinTokens))
+                                               options.sortedExpertsMinTokens))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);

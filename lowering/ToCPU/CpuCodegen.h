@@ -53,8 +53,8 @@ struct CpuCodegenOptions {
   /// Textual pass pipeline (nested under builtin.module) run first, on kimi
   /// IR; the decay proof and chunking go here.
   std::string frontPipeline = "kimi-prove-decay-bounds,kimi-chunk-kda";
-  /// kimi-lower-to-linalg's dense-experts-min-tokens (0: gathers).
-  int64_t denseExpertsMinTokens = 0;
+  /// kimi-lower-to-linalg's sorted-experts-min-tokens (0: gathers).
+  int64_t sortedExpertsMinTokens = 0;
   /// LLVM optimisation level of the generated code.
   unsigned optLevel = 2;
   /// Keep the LLVM IR text here when non-null (for --emit=llvm).
@@ -68,14 +68,14 @@ void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 /// IR, kimi -> linalg, weights as `kimi_w_<slot>` globals, One-Shot
 /// Bufferize over the call graph (entries get the C interface and read-only
 /// arguments), ownership-based deallocation, buffer copies as linalg.copy.
-/// `denseExpertsMinTokens`: kimi-lower-to-linalg's option of that name.
+/// `sortedExpertsMinTokens`: kimi-lower-to-linalg's option of that name.
 /// `splatsAsFills`: splat tensor constants become `linalg.fill` of a fresh
 /// buffer instead of globals (the GPU target, whose globals are host memory).
 /// `tensorPipeline`: passes run on linalg over tensors just before
 /// bufferization (the GPU target's elementwise fusion).
 llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
                                      llvm::StringRef frontPipeline,
-                                     int64_t denseExpertsMinTokens = 0,
+                                     int64_t sortedExpertsMinTokens = 0,
                                      bool splatsAsFills = false,
                                      llvm::StringRef tensorPipeline = "");
 

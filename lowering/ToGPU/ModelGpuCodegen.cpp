@@ -114,8 +114,9 @@ typedef struct {
   int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
   int32_t (*release)(void *ctx, void *ptr);
   int32_t (*gemm)(void *ctx, const int64_t *desc);
+  int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
 } kimi_rt_gpu_table;
-const int32_t kimi_rt_gpu_abi_version = 1;
+const int32_t kimi_rt_gpu_abi_version = 2;
 kimi_rt_gpu_table kimi_rt_gpu;
 int32_t kimi_rt_gpu_status;
 
@@ -225,6 +226,21 @@ void kimi_gpu_gemm_f32(int64_t a, int64_t b, int64_t c, int64_t m, int64_t n,
   kimi_rt_gpu_status = kimi_rt_gpu.gemm(kimi_rt_gpu.ctx, desc);
 }
 
+/* kimi.host_read (kimi-gpu-serial-kernels): a device i32 the host needs,
+   after the work queued before it (the runtime synchronises the stream). */
+int32_t kimi_gpu_read_i32(int64_t address) {
+  int32_t value = 0;
+  if (kimi_rt_gpu_status)
+    return 0;
+  if (!kimi_rt_gpu.read_i32) {
+    kimi_rt_gpu_status = -1;
+    return 0;
+  }
+  kimi_rt_gpu_status =
+      kimi_rt_gpu.read_i32(kimi_rt_gpu.ctx, (const void *)address, &value);
+  return value;
+}
+
 /* memref.alloc / dealloc of the host code: device memory. */
 void *_mlir_memref_to_llvm_alloc(size_t bytes) {
   void *p = 0;
@@ -295,7 +311,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
              "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
              "}";
   if (llvm::Error e = lowerToBufferizedMemRefs(
-          module, front, options.denseExpertsMinTokens,
+          module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,
           options.fuseElementwise ? "kimi-gpu-fuse-elementwise" : ""))
     return std::move(e);

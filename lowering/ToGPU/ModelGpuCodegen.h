@@ -38,7 +38,7 @@ struct ModelGpuCodegenOptions {
   int smCount = 132;
   /// Routed experts over at least this many tokens (prefill steps) run all
   /// experts as matrix products; fewer (decode) gather their experts' rows.
-  int64_t denseExpertsMinTokens = 64;
+  int64_t sortedExpertsMinTokens = 64;
   /// Matrix products through the runtime's cuBLASLt (kimi-gpu-gemm-calls);
   /// false: they become kernels like every other loop nest.
   bool gemmCalls = true;

@@ -98,6 +98,49 @@ bool kernelable(Operation *op) {
   return op->getNumRegions() == 0 && isPure(op);
 }
 
+constexpr llvm::StringLiteral kReadI32 = "kimi_gpu_read_i32";
+
+/// The body of kimi::kHostReadFn -> kimi_gpu_read_i32(the element's
+/// address): the runtime waits for the stream and copies it to the host.
+LogicalResult lowerHostReads(ModuleOp module) {
+  auto fn = module.lookupSymbol<func::FuncOp>(kimi::kHostReadFn);
+  if (!fn || fn.isExternal())
+    return success();
+  auto argType = fn.getNumArguments() == 1
+                     ? dyn_cast<MemRefType>(fn.getArgumentTypes().front())
+                     : MemRefType();
+  if (!argType || argType.getRank() != 0 ||
+      !argType.getElementType().isInteger(32) || fn.getNumResults() != 1)
+    return fn.emitError() << "'" << kimi::kHostReadFn
+                          << "' must take a memref<i32> and return its value";
+  OpBuilder b(module.getContext());
+  Type i32 = b.getI32Type(), index = b.getIndexType();
+  if (!module.lookupSymbol<func::FuncOp>(kReadI32)) {
+    b.setInsertionPointToEnd(module.getBody());
+    func::FuncOp::create(b, module.getLoc(), kReadI32,
+                         b.getFunctionType({index}, {i32}))
+        .setPrivate();
+  }
+  Block &body = fn.getBody().front();
+  while (!body.empty())
+    body.back().erase();
+  b.setInsertionPointToStart(&body);
+  Location loc = fn.getLoc();
+  Value buffer = body.getArgument(0);
+  // aligned pointer + 4 * offset.
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+  Value address = arith::AddIOp::create(
+      b, loc, base,
+      arith::MulIOp::create(b, loc, meta.getOffset(),
+                            arith::ConstantIndexOp::create(b, loc, 4)));
+  Value value = func::CallOp::create(b, loc, kReadI32, TypeRange{i32},
+                                     ValueRange{address})
+                    .getResult(0);
+  func::ReturnOp::create(b, loc, value);
+  return success();
+}
+
 struct KimiGpuSerialKernels
     : kimi::impl::KimiGpuSerialKernelsBase<KimiGpuSerialKernels> {
   LogicalResult wrap(ArrayRef<Operation *> run) {
@@ -178,6 +221,8 @@ struct KimiGpuSerialKernels
   }
 
   void runOnOperation() override {
+    if (failed(lowerHostReads(getOperation())))
+      return signalPassFailure();
     // Bookkeeping buffers live on the host stack (memref.alloc is device
     // memory in this target).
     SmallVector<memref::AllocOp> bookkeeping;

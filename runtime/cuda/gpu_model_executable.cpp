@@ -154,6 +154,7 @@ struct KimiRtGpuTable {
   int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
   int32_t (*release)(void *ctx, void *ptr);
   int32_t (*gemm)(void *ctx, const int64_t *desc);
+  int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
 };
 }
 } // namespace
@@ -177,6 +178,7 @@ struct KernelProfile {
   std::map<std::string, Stat> stats;
   double entryMs = 0;
   int64_t entryCalls = 0;
+  int64_t hostReads = 0; // synchronising reads (kimi.host_read)
 
   /// Two recorded events bracket `launch`.
   template <typename Launch>
@@ -310,15 +312,40 @@ struct GpuModelExecutable::Shim {
     g.cM = d[13], g.cN = d[14], g.cBatch = d[15];
     g.precision = static_cast<int32_t>(d[16]);
     auto go = [&] { return s.blas->gemm(g, s.stream->handle()); };
+    // Profile rows by shape and layout (strides of m/k, k/n, m/n): one
+    // shape can hide products of very different speed.
+    auto strides = [](int64_t x, int64_t y) {
+      return "(" + std::to_string(x) + "," + std::to_string(y) + ")";
+    };
     Status st = s.profile.on
                     ? s.profile.time(*s.device, *s.stream,
                                      "cublasLt gemm " + std::to_string(g.m) +
                                          "x" + std::to_string(g.n) + "x" +
-                                         std::to_string(g.k),
+                                         std::to_string(g.k) + " a" +
+                                         strides(g.aM, g.aK) + " b" +
+                                         strides(g.bK, g.bN) + " c" +
+                                         strides(g.cM, g.cN),
                                      "batch " + std::to_string(g.batch), go)
                     : go();
     if (!st.isOk())
       return s.fail(std::move(st));
+    return 0;
+  }
+  /// A device value the host code needs (kimi.host_read): after the work
+  /// queued before it.
+  static int32_t readI32(void *ctx, const void *address, int32_t *value) {
+    Shim &s = of(ctx);
+    Status st = s.stream->synchronize();
+    if (st.isOk()) {
+      const CudaDriver &d = s.device->driver();
+      st = d.check(d.cuMemcpyDtoH(value, reinterpret_cast<cuda::CUdeviceptr>(address),
+                                  sizeof(int32_t)),
+                   "cuMemcpyDtoH (host read)");
+    }
+    if (s.profile.on)
+      s.profile.hostReads += 1;
+    if (!st.isOk())
+      return s.fail(st.addContext("host read of a device value"));
     return 0;
   }
   static int32_t release(void *ctx, void *ptr) {
@@ -390,10 +417,10 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
                                                           : kernel.name));
   CpuModule &m = *exe->module_;
   KIMI_ASSIGN_OR_RETURN(void *version, m.symbol("kimi_rt_gpu_abi_version"));
-  if (*static_cast<const int32_t *>(version) != 1)
+  if (*static_cast<const int32_t *>(version) != 2)
     return moduleError("GPU model: shim ABI version " +
                        std::to_string(*static_cast<const int32_t *>(version)) +
-                       ", this runtime speaks 1");
+                       ", this runtime speaks 2 (recompile the model)");
   KIMI_ASSIGN_OR_RETURN(void *table, m.symbol("kimi_rt_gpu"));
   KIMI_ASSIGN_OR_RETURN(void *status, m.symbol("kimi_rt_gpu_status"));
   exe->status_ = static_cast<int32_t *>(status);
@@ -405,6 +432,7 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   t->alloc = &Shim::alloc;
   t->release = &Shim::release;
   t->gemm = &Shim::gemm;
+  t->read_i32 = &Shim::readI32;
 
   // Collectives: after the kernels before them (one stream), on the
   // communicator's own stream.
@@ -479,6 +507,7 @@ void GpuModelExecutable::clearProfile() {
   shim_->profile.stats.clear();
   shim_->profile.entryMs = 0;
   shim_->profile.entryCalls = 0;
+  shim_->profile.hostReads = 0;
 }
 
 std::string GpuModelExecutable::profileReport(size_t top) const {
@@ -509,9 +538,10 @@ std::string GpuModelExecutable::profileReport(size_t top) const {
   }
   std::snprintf(line, sizeof line,
                 "total: %.3f ms of device time in %lld launches of %zu kernels; "
-                "entry calls: %lld taking %.3f ms of wall time\n",
+                "entry calls: %lld taking %.3f ms of wall time; %lld host "
+                "reads\n",
                 total, (long long)calls, rows.size(), (long long)p.entryCalls,
-                p.entryMs);
+                p.entryMs, (long long)p.hostReads);
   out += line;
   return out;
 }

@@ -231,11 +231,13 @@ cl::opt<bool> gpuKdaKernels(
              "the CPU reference with the same bf16 rounding, --kda-bf16-io; "
              "off lowers it through linalg like the other ops)"),
     cl::init(false), cl::cat(category));
-cl::opt<int64_t> gpuDenseExpertsMinTokens(
-    "gpu-dense-experts-min-tokens",
-    cl::desc("--target sm_90a models: routed experts over at least this many "
-             "tokens run every expert as matrix products (default 64; 0: "
-             "never, always gather each token's experts)"),
+cl::opt<int64_t> sortedExpertsMinTokens(
+    "sorted-experts-min-tokens",
+    cl::desc("Routed experts over at least this many tokens (prefill steps, "
+             "batched decode) are sorted by expert: each expert's tokens as "
+             "one block of rows, the projections as products batched over "
+             "experts (default 64 for --target sm_90a, 0 for cpu: 0 gathers "
+             "each token's experts instead)"),
     cl::init(64), cl::cat(category));
 cl::opt<bool> allowUnknown("allow-unknown-fields",
                            cl::desc("Skip config fields kimi does not know "
@@ -427,9 +429,9 @@ int main(int argc, char **argv) {
       codegen.kdaKernels = gpuKdaKernels;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
-      if (gpuDenseExpertsMinTokens < 0)
-        return fail("--gpu-dense-experts-min-tokens must be >= 0");
-      codegen.denseExpertsMinTokens = gpuDenseExpertsMinTokens;
+      if (sortedExpertsMinTokens < 0)
+        return fail("--sorted-experts-min-tokens must be >= 0");
+      codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
       std::string gpuIR, llvmIR;
       if (emit == Emit::Gpu)
         codegen.gpuIR = &gpuIR;
@@ -452,8 +454,11 @@ int main(int argc, char **argv) {
     }
     CpuCodegenOptions codegen;
     codegen.frontPipeline = front;
-    if (gpuDenseExpertsMinTokens.getNumOccurrences())
-      codegen.denseExpertsMinTokens = gpuDenseExpertsMinTokens;
+    if (sortedExpertsMinTokens.getNumOccurrences()) {
+      if (sortedExpertsMinTokens < 0)
+        return fail("--sorted-experts-min-tokens must be >= 0");
+      codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
+    }
     std::string llvmIR;
     if (emit == Emit::LLVMIR)
       codegen.llvmIR = &llvmIR;

@@ -15,6 +15,7 @@
 #include "passes/ShardingModels.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -37,7 +38,8 @@ int main(int argc, char **argv) {
                   mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect,
                   mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
                   mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
-                  mlir::affine::AffineDialect>();
+                  mlir::affine::AffineDialect,
+                  mlir::bufferization::BufferizationDialect>();
 
   // Generic upstream passes that are useful on kimi IR.
   mlir::registerCanonicalizerPass();

@@ -82,3 +82,48 @@ func.func @host_reads(%in: memref<4xf32>) -> f32 {
   %v = memref.load %in[%c0] : memref<4xf32>
   return %v : f32
 }
+
+// -----
+
+// kimi_host_read_i32 (a load, as kimi-lower-to-linalg defines it) becomes
+// the runtime's synchronising read of the element's address; the host uses
+// the value to size a buffer, which no one-thread kernel may compute.
+// CHECK-LABEL: func.func @sized_by_device_count
+// CHECK: %[[N:.*]] = call @kimi_host_read_i32(%{{.*}}) : (memref<i32>) -> i32
+// CHECK: memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK-LABEL: func.func private @kimi_host_read_i32
+// CHECK-NOT: memref.load
+// CHECK: %[[META:.*]], %[[OFF:.*]] = memref.extract_strided_metadata
+// CHECK: %[[PTR:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: %[[BYTES:.*]] = arith.muli %[[OFF]], %c4
+// CHECK: %[[ADDR:.*]] = arith.addi %[[PTR]], %[[BYTES]]
+// CHECK: %[[V:.*]] = call @kimi_gpu_read_i32(%[[ADDR]]) : (index) -> i32
+// CHECK: return %[[V]]
+// CHECK: func.func private @kimi_gpu_read_i32(index) -> i32
+func.func @sized_by_device_count(%count: memref<i32>) -> memref<?xf32> {
+  %n = call @kimi_host_read_i32(%count) : (memref<i32>) -> i32
+  %i = arith.index_cast %n : i32 to index
+  %buf = memref.alloc(%i) : memref<?xf32>
+  return %buf : memref<?xf32>
+}
+func.func private @kimi_host_read_i32(%b: memref<i32>) -> i32 {
+  %v = memref.load %b[] : memref<i32>
+  return %v : i32
+}
+
+// -----
+
+// expected-error @+1 {{'kimi_host_read_i32' must take a memref<i32> and return its value}}
+func.func private @kimi_host_read_i32(%b: memref<2xi32>) -> i32 {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %b[%c0] : memref<2xi32>
+  return %v : i32
+}
+
+// -----
+
+// expected-error @+1 {{'kimi_host_read_i32' must take a memref<i32> and return its value}}
+func.func private @kimi_host_read_i32() -> i32 {
+  %v = arith.constant 0 : i32
+  return %v : i32
+}
