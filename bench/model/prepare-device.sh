@@ -13,12 +13,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KIMI_BUILD_DIR:-$root/build}
 out=$root/gpucheck
 cmake --build "$build" -j "$(nproc)" --target kimi-compile kimi-bench-model \
-  kimi-gpu-model-tests kimi-gpu-blas-tests kimi-run
+  kimi-gpu-model-tests kimi-gpu-blas-tests kimi-run kimi-k3-tiny-gpu-artifacts \
+  kimi-k3-mini-gpu-artifacts
 mkdir -p "$out/models"
 cp "$build/bin/kimi-bench-model" "$build/bin/kimi-run" "$out/"
 cp "$build/test/gpu/kimi-gpu-model-tests" "$build/test/gpu/kimi-gpu-blas-tests" "$out/"
 cp -L "$build/runtime/libkimi_runtime.so.0" "$out/"
-cp "$build"/test/gpu/models/k3-tiny-*.kimi "$out/models/"
+cp "$build"/test/gpu/models/k3-tiny-*.kimi "$build"/test/gpu/models/k3-mini-*.kimi \
+  "$out/models/"
 
 common="--target sm_90a --gpu-kda-kernels --gpu-matmul-precision=tf32"
 variants=("$@")

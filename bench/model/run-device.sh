@@ -5,6 +5,7 @@
 # (or ./device-out); the last lines printed are a short table.
 #
 #   bench/model/run-device.sh [--no-tests] [--no-bench] [--no-eager] [--profile NAME]
+#                             [--model-tests GTEST_FILTER]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root/gpucheck" || exit 1
@@ -12,22 +13,23 @@ out=${OUT:-$root/device-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for z in *.kimi.gz models/*.kimi.gz; do [ -f "$z" ] && gunzip -f "$z"; done
-tests=1 eager=1 bench=1 profile=""
+tests=1 eager=1 bench=1 profile="" filter="*"
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
     --no-eager) eager=0 ;;
     --no-bench) bench=0 ;;
     --profile) profile=$2; shift ;;
+    --model-tests) filter=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu.txt"
 if [ $tests = 1 ]; then
-  KIMI_REQUIRE_GPU=1 ./kimi-gpu-blas-tests 2>&1 | tail -3
+  KIMI_REQUIRE_GPU=1 ./kimi-gpu-blas-tests 2>&1 | grep -E "error|FAIL|PASSED" 
   KIMI_REQUIRE_GPU=1 KIMI_MODEL_GPU_ARTIFACT_DIR=$PWD/models ./kimi-gpu-model-tests \
-    --gtest_filter='*k3_tiny*' > "$out/model-tests.log" 2>&1
+    --gtest_filter="$filter" > "$out/model-tests.log" 2>&1
   echo "model tests: rc $?"; grep -E "^\[ *(OK|FAILED|PASSED|errors) " "$out/model-tests.log" | head -30
 fi
 b64=""
