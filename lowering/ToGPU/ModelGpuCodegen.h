@@ -36,8 +36,9 @@ struct ModelGpuCodegenOptions {
   bool kdaKernels = false;
   /// Multiprocessors the KDA launch planning assumes.
   int smCount = 132;
-  /// Routed experts over at least this many tokens (prefill steps) run all
-  /// experts as matrix products; fewer (decode) gather their experts' rows.
+  /// Routed experts over at least this many tokens (prefill steps, batched
+  /// decode) are sorted by expert into products batched over experts; fewer
+  /// (one-token decode) gather their experts' rows.
   int64_t sortedExpertsMinTokens = 64;
   /// Matrix products through the runtime's cuBLASLt (kimi-gpu-gemm-calls);
   /// false: they become kernels like every other loop nest.
