@@ -310,7 +310,7 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     ```
     func.call @kimi_gpu_gemm_f32(a, b, c, m, n, k, batch,
                                  a_m, a_k, a_batch, b_k, b_n, b_batch,
-                                 c_m, c_n, c_batch, precision)
+                                 c_m, c_n, c_batch, precision, flags)
     ```
 
     with element addresses and strides taken from the buffers' strided
@@ -328,6 +328,16 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     on the model's stream (runtime/cuda/cublaslt.h). Everything else stays
     for the loop-to-kernel mapping. `precision` chooses exact f32 products
     (`f32`, default) or TF32 tensor cores with f32 accumulation (`tf32`).
+    `flags` bit 0 is set when m, n, k and the batch are compile-time
+    constants: such a product recurs with the same shape on every call, so
+    the runtime chooses its cuBLASLt algorithm by timing the heuristic's
+    candidates once. A size that depends on the cache length or on routing
+    would be timed again at every new value, so it keeps the heuristic's
+    pick. Bit 1 says the product overwrites C (`C = A B`): the
+    `linalg.fill` of +0.0 into C that bufferization leaves before it (the
+    closest earlier op that writes memory or uses C) is erased, and
+    cuBLASLt runs with beta = 0. At an 8K cache that fill was a pass of
+    1 GB over attention's scores per 2,048-token step and MLA layer.
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
@@ -389,10 +399,28 @@ def KimiGpuWarpReductions
     linearises the lanes innermost, so the 32 lanes of one output are one
     warp and read consecutive elements. Sums are taken in another order
     (f32 rounding differs, by design within f32 tolerance).
+
+    When the loop has at most `unroll-max-outputs` outputs (static extents),
+    each lane takes `unroll` iterations per trip (`l, l + 32, ...,
+    l + 32 (unroll - 1)`), each into its own partial result, then the
+    remaining iterations one per trip; the partials are combined in a fixed
+    order before the butterfly. Without it a lane waits one memory latency
+    per iteration, and a decode step's reductions have so few outputs (one
+    token: a norm or an AttnRes score is one warp) that this latency is the
+    kernel's time: a 2,048-element dot product took 32 us in one warp. With
+    many outputs the GPU's other warps hide the latency already, and
+    unrolling slowed k3-mini's decode expert products (8,192 outputs) from
+    41 to 65 us. The factor halves while the loop has fewer than
+    `64 unroll` static iterations. Results stay deterministic: the order
+    depends only on the shapes.
   }];
   let options = [
     Option<"minTripCount", "min-trip-count", "int64_t", "128",
            "Shortest reduction loop to spread over a warp">,
+    Option<"unroll", "unroll", "int64_t", "8",
+           "Iterations a lane keeps in flight per trip (1: none)">,
+    Option<"unrollMaxOutputs", "unroll-max-outputs", "int64_t", "1024",
+           "Unroll only loops with at most this many outputs">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

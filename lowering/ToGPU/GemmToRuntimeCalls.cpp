@@ -8,6 +8,8 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace kimi {
 #define GEN_PASS_DEF_KIMIGPUGEMMCALLS
@@ -18,7 +20,9 @@ using namespace mlir;
 
 namespace {
 constexpr llvm::StringLiteral kGemm = "kimi_gpu_gemm_f32";
-constexpr unsigned kGemmArgs = 17;
+constexpr unsigned kGemmArgs = 18;
+// The last argument's bits.
+constexpr int64_t kGemmStaticShape = 1, kGemmOverwrite = 2;
 
 /// Whether memref dimension `d` of `type` has a static unit stride.
 bool unitStride(MemRefType type, unsigned d) {
@@ -117,6 +121,35 @@ std::optional<Contraction> asGemm(linalg::LinalgOp op) {
   return c;
 }
 
+/// The `linalg.fill` of 0.0 into `out` that the product `op` accumulates
+/// onto, or null: the closest earlier op of the block that writes memory or
+/// uses `out`, when that is such a fill. The product then overwrites C
+/// (cuBLASLt's beta = 0) and the fill, a pass over all of C, goes.
+linalg::FillOp zeroFillOf(Operation *op, Value out) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+      if (fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == out) {
+        Attribute value;
+        if (matchPattern(fill.getDpsInputs()[0], m_Constant(&value)))
+          if (auto f = dyn_cast<FloatAttr>(value);
+              f && f.getValue().isZero() && !f.getValue().isNegative())
+            return fill;
+        return {};
+      }
+    }
+    if (llvm::is_contained(prev->getOperands(), out))
+      return {};
+    if (isPure(prev))
+      continue;
+    auto effects = dyn_cast<MemoryEffectOpInterface>(prev);
+    if (!effects || effects.hasEffect<MemoryEffects::Write>() ||
+        effects.hasEffect<MemoryEffects::Free>())
+      return {};
+    // Reads of other buffers and allocations do not see C's contents.
+  }
+  return {};
+}
+
 struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   using Base::Base;
 
@@ -151,6 +184,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
 
   void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c) {
     Location loc = op.getLoc();
+    // Before anything below reads C's metadata (which would count as a use).
+    linalg::FillOp fill = zeroFillOf(op, op.getDpsInits()[0]);
     b.setInsertionPoint(op);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value four = arith::ConstantIndexOp::create(b, loc, 4);
@@ -181,11 +216,25 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       return c.batch ? s[*c.batch] : zero;
     };
     Value prec = arith::ConstantIndexOp::create(b, loc, precision == "tf32");
+    // Flags (docs/runtime-abi.md). Sizes known here recur on every call: the
+    // runtime times cuBLASLt's candidates for them once; a size that depends
+    // on the data or the cache length would be timed at every new value.
+    bool staticShape = llvm::all_of(
+        SmallVector<std::optional<unsigned>>{c.m, c.n, c.k, c.batch},
+        [&](std::optional<unsigned> d) {
+          return !d || getConstantIntValue(ranges[*d].size).has_value();
+        });
+    int64_t flags = (staticShape ? kGemmStaticShape : 0) |
+                    (fill ? kGemmOverwrite : 0);
+    if (fill)
+      fill->erase();
+    Value flagsValue = arith::ConstantIndexOp::create(b, loc, flags);
     SmallVector<Value> args = {a,         bAddr,     out,       size(c.m),
                                size(c.n), size(c.k), batch,     sa[c.m],
                                sa[c.k],   batchStride(sa),      sb[c.k],
                                sb[c.n],   batchStride(sb),      sc[c.m],
-                               sc[c.n],   batchStride(sc),      prec};
+                               sc[c.n],   batchStride(sc),      prec,
+                               flagsValue};
     func::CallOp::create(b, loc, kGemm, TypeRange{}, args);
     op->erase();
   }

@@ -116,7 +116,7 @@ typedef struct {
   int32_t (*gemm)(void *ctx, const int64_t *desc);
   int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
 } kimi_rt_gpu_table;
-const int32_t kimi_rt_gpu_abi_version = 2;
+const int32_t kimi_rt_gpu_abi_version = 3;
 kimi_rt_gpu_table kimi_rt_gpu;
 int32_t kimi_rt_gpu_status;
 
@@ -214,15 +214,16 @@ void mgpuLaunchKernel(void *fn, int64_t gx, int64_t gy, int64_t gz,
 void kimi_gpu_gemm_f32(int64_t a, int64_t b, int64_t c, int64_t m, int64_t n,
                        int64_t k, int64_t batch, int64_t am, int64_t ak,
                        int64_t ab, int64_t bk, int64_t bn, int64_t bb,
-                       int64_t cm, int64_t cn, int64_t cb, int64_t precision) {
+                       int64_t cm, int64_t cn, int64_t cb, int64_t precision,
+                       int64_t flags) {
   if (kimi_rt_gpu_status)
     return;
   if (!kimi_rt_gpu.gemm) {
     kimi_rt_gpu_status = -1;
     return;
   }
-  const int64_t desc[17] = {a,  b,  c,  m,  n,  k,  batch, am,       ak,
-                            ab, bk, bn, bb, cm, cn, cb,    precision};
+  const int64_t desc[18] = {a,  b,  c,  m,  n,  k,     batch,     am, ak,
+                            ab, bk, bn, bb, cm, cn, cb, precision, flags};
   kimi_rt_gpu_status = kimi_rt_gpu.gemm(kimi_rt_gpu.ctx, desc);
 }
 

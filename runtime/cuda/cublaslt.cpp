@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/cublaslt.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 
@@ -16,6 +17,10 @@ constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kPrefMaxWorkspace = 1;
 constexpr int32_t kOpN = 0, kOpT = 1;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+// Timing: the heuristic's first kTuneCandidates algorithms, kTuneRuns timed
+// runs each after one warm-up run.
+constexpr int kTuneCandidates = 8, kTuneRuns = 4;
+constexpr double kDefaultTuningMs = 2000;
 
 struct HeuristicResult {
   uint64_t algo[8];
@@ -51,6 +56,12 @@ struct CublasLt::Plan {
   void *layouts[3] = {nullptr, nullptr, nullptr};
   HeuristicResult algo{};
   bool swap = false; // computes C^T = B^T A^T
+  std::vector<HeuristicResult> candidates; // the heuristic's, best first
+  // Timing (tune): microseconds per run of candidate 0 and of the chosen one.
+  bool timed = false;
+  int chosen = 0, count = 0;
+  double heuristicUs = 0, chosenUs = 0;
+  std::string shape;
 };
 
 namespace {
@@ -61,6 +72,12 @@ std::string shapeOf(const GemmF32 &g) {
          std::to_string(g.aK) + " B " + std::to_string(g.bK) + "," +
          std::to_string(g.bN) + " C " + std::to_string(g.cM) + "," +
          std::to_string(g.cN) + ")";
+}
+
+/// Elements from C's first to its last (m, n, batch > 0).
+int64_t cExtent(const GemmF32 &g) {
+  return 1 + (g.batch - 1) * std::abs(g.cBatch) + (g.m - 1) * std::abs(g.cM) +
+         (g.n - 1) * std::abs(g.cN);
 }
 
 /// A rows x cols operand with strides (sr, sc) as a column-major matrix:
@@ -144,6 +161,15 @@ StatusOr<std::unique_ptr<CublasLt>> CublasLt::load(const CudaDevice &device) {
   KIMI_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&lt->workspace_, kWorkspaceBytes),
                                "cuMemAlloc (cuBLASLt workspace)"));
   lt->workspaceBytes_ = kWorkspaceBytes;
+  lt->tuningMsLeft_ = kDefaultTuningMs;
+  if (const char *env = std::getenv("KIMI_GEMM_TUNING_MS")) {
+    char *end = nullptr;
+    double ms = std::strtod(env, &end);
+    if (end == env || *end || !(ms >= 0))
+      return invalidArgument(std::string("KIMI_GEMM_TUNING_MS='") + env +
+                             "': expected milliseconds >= 0");
+    lt->tuningMsLeft_ = ms;
+  }
   return lt;
 }
 
@@ -165,7 +191,8 @@ CublasLt::~CublasLt() {
     dlclose(handle_);
 }
 
-StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in) {
+StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
+                                          cuda::CUstream stream) {
   auto key = std::make_tuple(in.m, in.n, in.k, in.batch, in.aM, in.aK, in.aBatch,
                              in.bK, in.bN, in.bBatch, in.cM, in.cN, in.cBatch,
                              int64_t(0), in.precision);
@@ -230,23 +257,136 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in) {
   uint64_t ws = workspaceBytes_;
   a.prefSet(pref, kPrefMaxWorkspace, &ws, sizeof(ws));
   int returned = 0;
+  const bool tune = in.tune && tuningMsLeft_ > 0;
+  p->candidates.resize(tune ? kTuneCandidates : 1);
   int st = a.heuristic(lt_, p->desc, p->layouts[0], p->layouts[1],
-                       p->layouts[2], p->layouts[2], pref, 1, &p->algo,
+                       p->layouts[2], p->layouts[2], pref,
+                       int(p->candidates.size()), p->candidates.data(),
                        &returned);
   a.prefDestroy(pref);
   if (st || returned < 1)
     return executionError("cuBLASLt has no algorithm for " + shapeOf(in) +
                           " (status " + std::to_string(st) + ")");
+  p->candidates.resize(size_t(returned));
+  p->count = returned;
+  p->algo = p->candidates[0];
+  p->shape = shapeOf(in);
+  if (tune && returned > 1)
+    KIMI_RETURN_IF_ERROR(time(*p, in, reinterpret_cast<const void *>(swap ? in.b : in.a),
+                              reinterpret_cast<const void *>(swap ? in.a : in.b),
+                              stream));
+  p->candidates.clear();
+  p->candidates.shrink_to_fit();
   Plan *raw = p.get();
   plans_[key] = std::move(p);
   return raw;
 }
 
-Status CublasLt::gemm(const GemmF32 &g, cuda::CUstream stream) {
+Status CublasLt::time(Plan &p, const GemmF32 &g, const void *a, const void *b,
+                      cuda::CUstream stream) {
+  const CudaDriver &d = device_->driver();
+  // A scratch C of the real one's extent: timing must not accumulate into
+  // the caller's C.
+  int64_t span = cExtent(g);
+  cuda::CUdeviceptr scratch = 0;
+  KIMI_RETURN_IF_ERROR(d.check(d.cuMemAlloc(&scratch, size_t(span) * 4),
+                               "cuMemAlloc (cuBLASLt timing scratch)"));
+  cuda::CUevent start = nullptr, stop = nullptr;
+  Status status = d.check(d.cuEventCreate(&start, 0), "cuEventCreate");
+  if (status.isOk())
+    status = d.check(d.cuEventCreate(&stop, 0), "cuEventCreate");
+  if (status.isOk())
+    status = d.check(d.cuMemsetD32Async(scratch, 0, size_t(span), stream),
+                     "cuMemsetD32Async (cuBLASLt timing scratch)");
+  const float alpha = 1.0f, beta = 1.0f;
+  void *c = reinterpret_cast<void *>(scratch);
+  auto run = [&](const HeuristicResult &h) {
+    return api_->matmul(lt_, p.desc, &alpha, a, p.layouts[0], b, p.layouts[1],
+                        &beta, c, p.layouts[2], c, p.layouts[2], h.algo,
+                        reinterpret_cast<void *>(workspace_), workspaceBytes_,
+                        stream);
+  };
+  double best = 0;
+  for (size_t i = 0; status.isOk() && i < p.candidates.size(); ++i) {
+    const HeuristicResult &h = p.candidates[i];
+    if (run(h)) // this algorithm cannot run the shape after all
+      continue;
+    status = d.check(d.cuEventRecord(start, stream), "cuEventRecord");
+    bool ok = status.isOk();
+    for (int r = 0; ok && r < kTuneRuns; ++r)
+      ok = run(h) == 0;
+    if (!status.isOk() || !ok)
+      continue;
+    status = d.check(d.cuEventRecord(stop, stream), "cuEventRecord");
+    if (status.isOk())
+      status = d.check(d.cuEventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    if (status.isOk())
+      status = d.check(d.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    if (!status.isOk())
+      break;
+    tuningMsLeft_ -= ms * (kTuneRuns + 1.0) / kTuneRuns;
+    double us = 1000.0 * ms / kTuneRuns;
+    if (i == 0)
+      p.heuristicUs = us;
+    if (!p.timed || us < best) {
+      best = us;
+      p.chosen = int(i);
+      p.algo = h;
+      p.timed = true;
+    }
+  }
+  p.chosenUs = best;
+  if (status.isOk())
+    status = d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  if (start)
+    (void)d.cuEventDestroy(start);
+  if (stop)
+    (void)d.cuEventDestroy(stop);
+  (void)d.cuMemFree(scratch);
+  if (status.isOk() && !p.timed)
+    return executionError("cuBLASLt: no algorithm of the heuristic's ran " +
+                          p.shape);
+  return status;
+}
+
+Status CublasLt::prepare(const GemmF32 &g, cuda::CUstream stream) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0)
     return Status::ok();
-  KIMI_ASSIGN_OR_RETURN(Plan * p, plan(g));
-  const float alpha = 1.0f, beta = 1.0f; // C += A B
+  return plan(g, stream).status();
+}
+
+std::string CublasLt::tuningReport() const {
+  std::string out;
+  char line[160];
+  for (const auto &[key, p] : plans_) {
+    if (!p->timed)
+      continue;
+    std::snprintf(line, sizeof(line),
+                  ": heuristic %.1f us, candidate %d of %d %.1f us\n",
+                  p->heuristicUs, p->chosen, p->count, p->chosenUs);
+    out += "  " + p->shape + line;
+  }
+  return out;
+}
+
+Status CublasLt::gemm(const GemmF32 &g, cuda::CUstream stream) {
+  if (g.m <= 0 || g.n <= 0 || g.batch <= 0)
+    return Status::ok();
+  if (g.k <= 0) {
+    // An empty sum: C += 0 leaves C; C = 0 must still be written.
+    if (!g.overwrite)
+      return Status::ok();
+    int64_t span = cExtent(g);
+    if (span != g.m * g.n * g.batch)
+      return invalidArgument("GPU matrix product " + shapeOf(g) +
+                             ": k = 0 into a C with gaps");
+    const CudaDriver &d = device_->driver();
+    return d.check(d.cuMemsetD32Async(g.c, 0, size_t(span), stream),
+                   "cuMemsetD32Async (product with k = 0)");
+  }
+  KIMI_ASSIGN_OR_RETURN(Plan * p, plan(g, stream));
+  const float alpha = 1.0f, beta = g.overwrite ? 0.0f : 1.0f; // C (+)= A B
   const void *a = reinterpret_cast<const void *>(p->swap ? g.b : g.a);
   const void *b = reinterpret_cast<const void *>(p->swap ? g.a : g.b);
   void *c = reinterpret_cast<void *>(g.c);

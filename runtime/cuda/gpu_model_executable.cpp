@@ -141,6 +141,10 @@ DeviceAllocator::~DeviceAllocator() {
 //===----------------------------------------------------------------------===//
 
 namespace {
+// 3: the product descriptor's 18th word, flags: 1 the sizes are compile-time
+// constants (time cuBLASLt's candidates), 2 overwrite C (beta = 0).
+constexpr int32_t kGpuShimAbiVersion = 3;
+
 extern "C" {
 struct KimiRtGpuTable {
   void *ctx;
@@ -153,7 +157,7 @@ struct KimiRtGpuTable {
                     int32_t smem, void **params);
   int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
   int32_t (*release)(void *ctx, void *ptr);
-  int32_t (*gemm)(void *ctx, const int64_t *desc);
+  int32_t (*gemm)(void *ctx, const int64_t *desc); // 18 words
   int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
 };
 }
@@ -179,6 +183,7 @@ struct KernelProfile {
   double entryMs = 0;
   int64_t entryCalls = 0;
   int64_t hostReads = 0; // synchronising reads (kimi.host_read)
+  Executable::CallTimes times; // kept with profiling off as well
 
   /// Two recorded events bracket `launch`.
   template <typename Launch>
@@ -311,6 +316,12 @@ struct GpuModelExecutable::Shim {
     g.bK = d[10], g.bN = d[11], g.bBatch = d[12];
     g.cM = d[13], g.cN = d[14], g.cBatch = d[15];
     g.precision = static_cast<int32_t>(d[16]);
+    g.tune = (d[17] & 1) != 0;      // static sizes: time the candidates
+    g.overwrite = (d[17] & 2) != 0; // C = A B (the zero fill was dropped)
+    // The plan first (and its timing, for compile-time shapes), so that a
+    // profile times the product alone.
+    if (Status prepared = s.blas->prepare(g, s.stream->handle()); !prepared.isOk())
+      return s.fail(std::move(prepared));
     auto go = [&] { return s.blas->gemm(g, s.stream->handle()); };
     // Profile rows by shape and layout (strides of m/k, k/n, m/n): one
     // shape can hide products of very different speed.
@@ -417,10 +428,12 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
                                                           : kernel.name));
   CpuModule &m = *exe->module_;
   KIMI_ASSIGN_OR_RETURN(void *version, m.symbol("kimi_rt_gpu_abi_version"));
-  if (*static_cast<const int32_t *>(version) != 2)
+  if (*static_cast<const int32_t *>(version) != kGpuShimAbiVersion)
     return moduleError("GPU model: shim ABI version " +
                        std::to_string(*static_cast<const int32_t *>(version)) +
-                       ", this runtime speaks 2 (recompile the model)");
+                       ", this runtime speaks " +
+                       std::to_string(kGpuShimAbiVersion) +
+                       " (recompile the model)");
   KIMI_ASSIGN_OR_RETURN(void *table, m.symbol("kimi_rt_gpu"));
   KIMI_ASSIGN_OR_RETURN(void *status, m.symbol("kimi_rt_gpu_status"));
   exe->status_ = static_cast<int32_t *>(status);
@@ -508,6 +521,12 @@ void GpuModelExecutable::clearProfile() {
   shim_->profile.entryMs = 0;
   shim_->profile.entryCalls = 0;
   shim_->profile.hostReads = 0;
+  shim_->profile.times = {};
+}
+
+Executable::CallTimes GpuModelExecutable::callTimes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shim_->profile.times;
 }
 
 std::string GpuModelExecutable::profileReport(size_t top) const {
@@ -543,6 +562,12 @@ std::string GpuModelExecutable::profileReport(size_t top) const {
                 total, (long long)calls, rows.size(), (long long)p.entryCalls,
                 p.entryMs, (long long)p.hostReads);
   out += line;
+  if (blas_) {
+    std::string tuned = blas_->tuningReport();
+    if (!tuned.empty())
+      out += "cuBLASLt algorithms chosen by timing (not in the device time "
+             "above):\n" + tuned;
+  }
   return out;
 }
 
@@ -842,7 +867,15 @@ Status GpuModelExecutable::runCarried(
   MemRefStruct results(outRanks);
   auto started = std::chrono::steady_clock::now();
   Status called = callEntry(fn->second, results.structPointer(), argPointers);
+  auto issued = std::chrono::steady_clock::now();
   Status synced = stream_->synchronize();
+  {
+    using Ms = std::chrono::duration<double, std::milli>;
+    Executable::CallTimes &t = shim_->profile.times;
+    t.calls += 1;
+    t.issueMs += Ms(issued - started).count();
+    t.waitMs += Ms(std::chrono::steady_clock::now() - issued).count();
+  }
   if (shim_->profile.on) {
     shim_->profile.collect();
     shim_->profile.entryMs += std::chrono::duration<double, std::milli>(

@@ -125,6 +125,7 @@ public:
   /// lines, then the totals. Empty when profiling is off.
   std::string profileReport(size_t top = 40) const override;
   void clearProfile() override;
+  CallTimes callTimes() const override;
 
   struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
   struct DeviceBlock; // one retained allocation of carried tensors

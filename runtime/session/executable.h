@@ -71,6 +71,15 @@ public:
   /// first (at most `top`), or empty.
   virtual std::string profileReport(size_t top = 40) const { (void)top; return {}; }
   virtual void clearProfile() {}
+  /// Host time of the entry calls since the last clearProfile(), measured
+  /// with or without profiling: issuing the work (the compiled host code)
+  /// and then waiting for the device. A step whose wait is near zero is
+  /// bound by the host issuing launches. GPU models; zero elsewhere.
+  struct CallTimes {
+    int64_t calls = 0;
+    double issueMs = 0, waitMs = 0;
+  };
+  virtual CallTimes callTimes() const { return {}; }
 };
 
 /// The signature of entry `entry` for a call with `inputCount` inputs; an

@@ -70,14 +70,25 @@ func.func @bounded_gate(%z: tensor<1x4x2x8xf32>, %a: tensor<2xf32>, %dt: tensor<
 // -----
 
 // mla_decode: the cache splits into latent and shared key; the causal
-// limit is t + S - T with a dynamic S.
+// limit is t + S - T with a dynamic S. The mask is applied where the scores
+// are read (the row max, then the exponentials), and the exponentials are
+// mixed unnormalised: the last generic divides by their row sum.
 // CHECK-LABEL: func.func @mla_decode
 // CHECK-DAG: tensor.extract_slice %{{.*}}[0, 0, 0] [4, %{{.*}}, 32] [1, 1, 1] : tensor<4x?x48xf32> to tensor<4x?x32xf32>
 // CHECK-DAG: tensor.extract_slice %{{.*}}[0, 0, 32] [4, %{{.*}}, 16] [1, 1, 1] : tensor<4x?x48xf32> to tensor<4x?x16xf32>
 // CHECK: arith.subi
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: arith.cmpi ule
+// CHECK: arith.select
+// CHECK: arith.maximumf
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]
 // CHECK: arith.cmpi ule
 // CHECK: arith.select
 // CHECK: math.exp
+// CHECK-NOT: arith.divf
+// CHECK: linalg.generic {{.*}}ins(%{{.*}}, %{{.*}} : tensor<4x1x2x32xf32>, tensor<4x2x1xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.divf
 // CHECK-NOT: kimi.
 func.func @mla_decode(%q: tensor<4x1x2x48xf32>, %cache: tensor<4x?x48xf32>, %kvb: tensor<128x32xf32>) -> tensor<4x1x2x32xf32> {
   %d = kimi.mla_decode %q, %cache, %kvb scale(0.07) : (tensor<4x1x2x48xf32>, tensor<4x?x48xf32>, tensor<128x32xf32>) -> tensor<4x1x2x32xf32>

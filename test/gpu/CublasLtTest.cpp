@@ -5,7 +5,12 @@
 // fresh random values, runs C += A B on the device and compares with a
 // float64 product: row- and column-major operands, transposed views through
 // strides, a row-major C (computed as C^T = B^T A^T), unit dimensions
-// (decode's one token), batches with a broadcast operand.
+// (decode's one token), batches with a broadcast operand. Products of
+// compile-time shapes (`tune`) have their algorithm chosen by timing
+// cuBLASLt's candidates; they run twice, and C must hold C + 2 A B: the
+// timing runs write a scratch C, never the caller's, and the second call
+// takes the chosen plan from the cache. `overwrite` products (beta = 0)
+// must leave exactly A B, and zeros when k = 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +19,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 
 using namespace kimi::rt;
@@ -27,6 +35,8 @@ struct Case {
   bool aRowMajor, bRowMajor, cRowMajor;
   bool broadcastB; // batch stride 0 for B
   int32_t precision;
+  bool tune = false; // time the candidates; run the product twice
+  bool overwrite = false; // C = A B (beta = 0): C's old values must not show
 };
 
 class CublasLtGemm : public ::testing::TestWithParam<Case> {};
@@ -51,21 +61,32 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   GemmF32 g;
   g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch;
   g.precision = c.precision;
+  g.tune = c.tune;
+  g.overwrite = c.overwrite;
+  const int calls = c.tune ? 2 : 1;
   g.aM = c.aRowMajor ? c.k : 1, g.aK = c.aRowMajor ? 1 : c.m, g.aBatch = aSize;
   g.bK = c.bRowMajor ? c.n : 1, g.bN = c.bRowMajor ? 1 : c.k;
   g.bBatch = c.broadcastB ? 0 : bSize;
   g.cM = c.cRowMajor ? c.n : 1, g.cN = c.cRowMajor ? 1 : c.m, g.cBatch = cSize;
 
-  auto da = DeviceBuffer::allocate(dev, a.size() * 4);
-  auto db = DeviceBuffer::allocate(dev, b.size() * 4);
+  // k = 0 leaves A and B empty: allocate a word anyway.
+  auto da = DeviceBuffer::allocate(dev, std::max<size_t>(a.size(), 1) * 4);
+  auto db = DeviceBuffer::allocate(dev, std::max<size_t>(b.size(), 1) * 4);
   auto dc = DeviceBuffer::allocate(dev, cv.size() * 4);
   ASSERT_TRUE(da.isOk() && db.isOk() && dc.isOk());
-  ASSERT_TRUE(da->upload(a.data(), a.size() * 4).isOk());
-  ASSERT_TRUE(db->upload(b.data(), b.size() * 4).isOk());
+  if (!a.empty())
+    ASSERT_TRUE(da->upload(a.data(), a.size() * 4).isOk());
+  if (!b.empty())
+    ASSERT_TRUE(db->upload(b.data(), b.size() * 4).isOk());
   ASSERT_TRUE(dc->upload(cv.data(), cv.size() * 4).isOk());
   g.a = da->address(), g.b = db->address(), g.c = dc->address();
-  Status st = blas.value()->gemm(g, stream.value()->handle());
-  ASSERT_TRUE(st.isOk()) << st.message();
+  for (int i = 0; i < calls; ++i) {
+    Status st = blas.value()->gemm(g, stream.value()->handle());
+    ASSERT_TRUE(st.isOk()) << st.message();
+  }
+  const char *budget = std::getenv("KIMI_GEMM_TUNING_MS");
+  if (c.tune && !(budget && std::string(budget) == "0"))
+    EXPECT_NE(blas.value()->tuningReport(), "") << "no shape was timed";
   ASSERT_TRUE(stream.value()->synchronize().isOk());
   std::vector<float> got(cv.size(), std::nanf(""));
   ASSERT_TRUE(dc->download(got.data(), got.size() * 4).isOk());
@@ -77,15 +98,17 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
         const float *ab = a.data() + p * g.aBatch;
         const float *bb = b.data() + p * g.bBatch;
         int64_t ci = p * g.cBatch + i * g.cM + j * g.cN;
-        double want = cv[ci];
+        double product = 0;
         for (int64_t l = 0; l < c.k; ++l)
-          want += double(ab[i * g.aM + l * g.aK]) * double(bb[l * g.bK + j * g.bN]);
+          product += double(ab[i * g.aM + l * g.aK]) * double(bb[l * g.bK + j * g.bN]);
+        double want = c.overwrite ? product : cv[ci] + calls * product;
         double d = double(got[ci]) - want;
         ASSERT_TRUE(std::isfinite(got[ci])) << "C[" << p << "," << i << "," << j << "]";
         num += d * d;
         den += want * want;
       }
-  double err = std::sqrt(num / den);
+  // k = 0 with overwrite: every element must be exactly 0.
+  double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   std::printf("[ error    ] %s: %.3g\n", c.name, err);
   EXPECT_LT(err, c.precision == 1 ? 1e-2 : 1e-5);
 }
@@ -101,7 +124,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"vector_n1", 45, 1, 64, 1, true, true, true, false, 0},
         Case{"batched", 16, 24, 40, 5, true, true, true, false, 0},
         Case{"batched_broadcast_b", 16, 24, 40, 3, true, false, true, true, 0},
-        Case{"tf32", 128, 128, 256, 1, true, false, true, false, 1}),
+        Case{"tf32", 128, 128, 256, 1, true, false, true, false, 1},
+        Case{"tuned_f32", 96, 80, 200, 1, true, false, true, false, 0, true},
+        Case{"tuned_tf32", 512, 384, 1024, 1, true, false, true, false, 1, true},
+        Case{"tuned_decode_m1", 1, 2048, 512, 1, true, false, true, false, 1, true},
+        Case{"tuned_batched", 64, 48, 96, 4, true, true, true, false, 1, true},
+        Case{"overwrite", 37, 53, 29, 1, true, false, true, false, 0, false, true},
+        Case{"overwrite_tuned_batched", 64, 48, 96, 3, true, true, false, false, 1, true, true},
+        Case{"overwrite_k0", 5, 7, 0, 2, true, true, true, false, 0, false, true}),
     [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace

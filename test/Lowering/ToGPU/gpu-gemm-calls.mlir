@@ -5,11 +5,13 @@
 // CHECK-LABEL: func.func @matmul
 // CHECK-NOT: linalg.matmul
 // CHECK: %[[A:.*]] = memref.extract_aligned_pointer_as_index %arg0
-// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c8, %c32, %c16, %c1, {{.*}}, %c0{{(_[0-9]+)?}}) : (index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index) -> ()
-// CHECK: func.func private @kimi_gpu_gemm_f32(index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index)
-// The last argument selects TF32 tensor cores (1) over exact f32 (0).
+// The last two arguments: exact f32 (0, not TF32), and static sizes (1: the
+// runtime chooses cuBLASLt's algorithm by timing).
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c8, %c32, %c16, %c1, {{.*}}, %c0{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) : (index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index) -> ()
+// CHECK: func.func private @kimi_gpu_gemm_f32(index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index, index)
+// The next-to-last argument selects TF32 tensor cores (1) over exact f32 (0).
 // TF32-LABEL: func.func @matmul
-// TF32: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}) :
+// TF32: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
 func.func @matmul(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>) {
   linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
   return
@@ -117,7 +119,8 @@ func.func @kept(%a: memref<8x16xf32, strided<[?, ?]>>, %b: memref<16x32xf32>, %c
 // CHECK: %[[S:strides[_0-9]*]]:4 = memref.extract_strided_metadata %arg2
 // m = t (256), n = s, k = r (512), batch = h (16): q's strides (t, r, h),
 // the cache's (r, s) and batch stride 0, the scores' (t, s, h).
-// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c256, %{{.*}}, %c512, %c16, %[[Q]]#1, %[[Q]]#3, %[[Q]]#2, %[[KV]]#2, %[[KV]]#1, %c0, %[[S]]#2, %[[S]]#3, %[[S]]#1,
+// n is the cache length, known only at run time: static sizes 0 (last).
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c256, %{{.*}}, %c512, %c16, %[[Q]]#1, %[[Q]]#3, %[[Q]]#2, %[[KV]]#2, %[[KV]]#1, %c0, %[[S]]#2, %[[S]]#3, %[[S]]#1, %c0{{(_[0-9]+)?}}, %c0{{(_[0-9]+)?}})
 func.func @shared_cache_scores(%q: memref<1x256x16x512xf32>, %kv: memref<1x?x512xf32, strided<[?, 576, 1]>>, %s: memref<1x16x256x?xf32>) {
   linalg.generic {indexing_maps = [#q, #kv, #sc], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
       ins(%q, %kv : memref<1x256x16x512xf32>, memref<1x?x512xf32, strided<[?, 576, 1]>>) outs(%s : memref<1x16x256x?xf32>) {
@@ -126,5 +129,52 @@ func.func @shared_cache_scores(%q: memref<1x256x16x512xf32>, %kv: memref<1x?x512
     %r = arith.addf %acc, %m : f32
     linalg.yield %r : f32
   }
+  return
+}
+
+// -----
+
+// A zero fill right before the product (what bufferization leaves for a
+// contraction's init) is dropped and the product overwrites C: flags 3
+// (static sizes, overwrite). A second product accumulating onto the same C
+// keeps beta = 1: flags 1.
+// CHECK-LABEL: func.func @zero_fill_dropped
+// CHECK-NOT: linalg.fill
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c0{{(_[0-9]+)?}}, %c3{{(_[0-9]+)?}}) :
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c0{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+func.func @zero_fill_dropped(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %a2: memref<8x4xf32>, %b2: memref<4x32xf32>) -> memref<8x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  linalg.matmul ins(%a2, %b2 : memref<8x4xf32>, memref<4x32xf32>) outs(%c : memref<8x32xf32>)
+  return %c : memref<8x32xf32>
+}
+
+// -----
+
+// Fills that stay: a nonzero value, -0.0 (only the +0.0 that the lowering
+// emits is matched), and a zero fill that something reads before the
+// product.
+// CHECK-LABEL: func.func @fills_kept
+// CHECK: linalg.fill
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}) :
+// CHECK: linalg.fill
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}) :
+// CHECK: linalg.fill
+// CHECK: memref.copy
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}) :
+func.func @fills_kept(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>,
+                      %d: memref<8x32xf32>, %e: memref<8x32xf32>, %seen: memref<8x32xf32>) {
+  %one = arith.constant 1.0 : f32
+  %negzero = arith.constant -0.0 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%one : f32) outs(%c : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  linalg.fill ins(%negzero : f32) outs(%d : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%d : memref<8x32xf32>)
+  linalg.fill ins(%zero : f32) outs(%e : memref<8x32xf32>)
+  memref.copy %e, %seen : memref<8x32xf32> to memref<8x32xf32>
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%e : memref<8x32xf32>)
   return
 }

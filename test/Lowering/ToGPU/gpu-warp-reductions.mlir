@@ -1,4 +1,5 @@
-// RUN: kimi-opt %s -split-input-file -kimi-gpu-warp-reductions | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-warp-reductions=unroll=1 | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-warp-reductions | FileCheck %s --check-prefix=UNROLL
 
 // A matrix-vector product (a decode step's routed expert): each output's
 // 1024-long loop becomes 32 lanes of 32 iterations, a shuffle butterfly and
@@ -17,6 +18,23 @@
 // CHECK: memref.load %arg2[%[[N]]]
 // CHECK: arith.addf
 // CHECK: memref.store {{.*}}, %arg2[%[[N]]]
+// By default a lane takes 8 iterations per trip (k, k + 32, ..., k + 224),
+// each into its own partial, while k + 224 < 1024; the partials are added
+// in order, and the remaining iterations (none here) run one per trip.
+// UNROLL-LABEL: func.func @matvec
+// UNROLL: %[[STRIDE:.*]] = arith.muli %c1, %c32
+// UNROLL: %[[SPAN:.*]] = arith.muli %[[STRIDE]], %c8
+// UNROLL: %[[LAST:.*]] = arith.muli %[[STRIDE]], %c7
+// UNROLL: %[[MAINUB:.*]] = arith.subi %c1024, %[[LAST]]
+// UNROLL: %[[P:.*]]:8 = scf.for %[[K:.*]] = %{{.*}} to %[[MAINUB]] step %[[SPAN]] iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// UNROLL: memref.load %arg1[%{{.*}}, %[[K]]]
+// UNROLL-COUNT-7: memref.load %arg1
+// UNROLL: scf.yield
+// UNROLL: arith.ceildivsi
+// UNROLL: %[[S1:.*]] = arith.addf %[[P]]#0, %[[P]]#1
+// UNROLL: %[[S2:.*]] = arith.addf %[[S1]], %[[P]]#2
+// UNROLL: %[[REST:.*]] = scf.for %{{.*}} = %{{.*}} to %c1024 step %[[STRIDE]] iter_args(%{{.*}} = %{{.*}}) -> (f32)
+// UNROLL: gpu.shuffle xor %[[REST]]
 func.func @matvec(%x: memref<1024xf32>, %w: memref<96x1024xf32>, %o: memref<96xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -73,6 +91,12 @@ func.func @row_max_over_keys(%s: memref<64x?xf32>, %m: memref<64xf32>, %keys: in
 // CHECK: arith.maximumf
 // CHECK: scf.if
 // CHECK-COUNT-2: memref.store
+// Unrolled, the partials of the two accumulators interleave per copy, each
+// combined with its own operation.
+// UNROLL-LABEL: func.func @two_and_max
+// UNROLL: scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// UNROLL: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32)
+// UNROLL-COUNT-5: arith.maximumf
 func.func @two_and_max(%x: memref<512xf32>, %w: memref<8x512xf32>, %o: memref<8xf32>, %m: memref<8xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -146,6 +170,54 @@ func.func @left_alone(%x: memref<1024xf32>, %o: memref<4xf32>, %xh: memref<1024x
       %acc = memref.load %oh[%n] : memref<4xbf16>
       %s = arith.addf %acc, %a : bf16
       memref.store %s, %oh[%n] : memref<4xbf16>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Many outputs (2,048 > unroll-max-outputs) or a dynamic number of them:
+// the other warps hide the latency, so a lane takes one iteration per trip.
+// UNROLL-LABEL: func.func @many_outputs
+// UNROLL: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32)
+// UNROLL-NOT: scf.for
+// UNROLL: gpu.shuffle xor
+// UNROLL-LABEL: func.func @dynamic_outputs
+// UNROLL: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32)
+// UNROLL-NOT: scf.for
+// UNROLL: gpu.shuffle xor
+func.func @many_outputs(%x: memref<1024xf32>, %w: memref<2048x1024xf32>, %o: memref<2048xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2048 = arith.constant 2048 : index
+  %c1024 = arith.constant 1024 : index
+  scf.parallel (%n) = (%c0) to (%c2048) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %b = memref.load %w[%n, %k] : memref<2048x1024xf32>
+      %acc = memref.load %o[%n] : memref<2048xf32>
+      %m = arith.mulf %a, %b : f32
+      %s = arith.addf %acc, %m : f32
+      memref.store %s, %o[%n] : memref<2048xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+func.func @dynamic_outputs(%x: memref<1024xf32>, %w: memref<?x1024xf32>, %o: memref<?xf32>, %rows: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c1024 = arith.constant 1024 : index
+  scf.parallel (%n) = (%c0) to (%rows) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %b = memref.load %w[%n, %k] : memref<?x1024xf32>
+      %acc = memref.load %o[%n] : memref<?xf32>
+      %m = arith.mulf %a, %b : f32
+      %s = arith.addf %acc, %m : f32
+      memref.store %s, %o[%n] : memref<?xf32>
     }
     scf.reduce
   }
