@@ -2,11 +2,14 @@
 //
 //   kimi-bench-model MODEL.kimi [--batch-artifact MODEL_B64.kimi]
 //                    [--prefill-tokens N] [--decode-steps N] [--context C]
-//                    [--repeats R] [--seed S] [--prefill-logits last|all]
+//                    [--repeats R] [--warmup W] [--seed S]
+//                    [--prefill-logits last|all]
 //
 // Runs any artifact (CPU or GPU target) with deterministic random weights
 // and prints one JSON object:
-//  * prefill: a fresh session prefills N random tokens (median of R),
+//  * prefill: a fresh session prefills N random tokens (median of R, after
+//    W untimed rounds of prefill and decode: the first call loads kernels
+//    and times cuBLASLt's candidates),
 //    copying out the last logits row (what generation needs) or, with
 //    --prefill-logits all, every row as kimi-run --dump-logits does;
 //  * decode batch 1: the same session decodes N more tokens, one at a time;
@@ -45,7 +48,8 @@ using namespace kimi::rt;
 namespace {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 double seconds(std::chrono::steady_clock::time_point a,
                std::chrono::steady_clock::time_point b) {
@@ -176,20 +180,26 @@ int main(int argc, char **argv) {
     std::fprintf(stderr,
                  "usage: kimi-bench-model MODEL.kimi [--batch-artifact B.kimi] "
                  "[--prefill-tokens N] [--decode-steps N] [--context C] "
-                 "[--repeats R] [--seed S] [--prefill-logits last|all] "
-                 "[--profile]\n"
+                 "[--repeats R] [--warmup W] [--seed S] "
+                 "[--prefill-logits last|all] [--profile]\n"
+                 "  --repeats  timed rounds of prefill and decode (median; "
+                 "default 3)\n"
+                 "  --warmup   untimed rounds before them (default 1): the "
+                 "first call loads\n"
+                 "             kernels and times cuBLASLt's candidates\n"
                  "  --prefill-logits  logits a prefill copies out of the "
                  "executable:\n"
                  "             the last row (default) or every row\n"
                  "  --profile  GPU models: per-kernel device times of each "
                  "phase on stderr\n"
                  "             (CUDA events around every launch: the JSON "
-                 "times include them)\n");
+                 "times include them)\n"
+                 "  --profile-rows N  kernels listed per phase (default 40)\n");
     return 2;
   }
   std::string model = argv[1], batchModel;
   long prefillTokens = 8192, decodeSteps = 32, context = 1024, repeats = 3,
-       seed = 1;
+       warmup = 1, seed = 1, profileRows = 40;
   bool profile = false;
   PrefillLogits prefillLogits = PrefillLogits::kLast;
   for (int i = 2; i < argc; ++i) {
@@ -216,12 +226,16 @@ int main(int argc, char **argv) {
     else if (a == "--decode-steps") decodeSteps = v;
     else if (a == "--context") context = v;
     else if (a == "--repeats") repeats = v;
+    else if (a == "--warmup") warmup = v;
+    else if (a == "--profile-rows") profileRows = v;
     else if (a == "--seed") seed = v;
     else
       die("unknown option " + a);
   }
   if (prefillTokens < 1 || decodeSteps < 1 || repeats < 1 || context < 1)
     die("counts must be positive");
+  if (warmup < 0 || profileRows < 1)
+    die("--warmup must be >= 0 and --profile-rows >= 1");
 
   Loaded m = load(model, seed);
   const ArtifactSpec &a = *m.artifact;
@@ -234,28 +248,32 @@ int main(int argc, char **argv) {
     t = static_cast<int32_t>(rng() % a.model.vocabSize);
 
   std::vector<double> prefillS, decodeS;
-  for (long r = 0; r < repeats; ++r) {
+  std::vector<Executable::CallTimes> decodeTimes; // per timed round
+  for (long r = -warmup; r < repeats; ++r) {
+    const bool timed = r >= 0;
     auto t0 = std::chrono::steady_clock::now();
     auto p = session->prefill(prompt, prefillLogits);
     auto t1 = std::chrono::steady_clock::now();
     if (!p.isOk())
       die("prefill: " + p.status().message());
-    if (profile) {
+    if (profile && timed)
       std::fprintf(stderr, "== prefill of %ld tokens\n%s", prefillTokens,
-                   m.exe->profileReport().c_str());
-      m.exe->clearProfile();
-    }
+                   m.exe->profileReport(profileRows).c_str());
+    m.exe->clearProfile(); // the profile and call times of the decode steps
     for (long i = 0; i < decodeSteps; ++i) {
       auto d = session->decodeStep(prompt[i % prompt.size()]);
       if (!d.isOk())
         die("decode: " + d.status().message());
     }
     auto t2 = std::chrono::steady_clock::now();
-    if (profile) {
+    const Executable::CallTimes times = m.exe->callTimes();
+    if (profile && timed)
       std::fprintf(stderr, "== %ld decode steps, batch 1\n%s", decodeSteps,
-                   m.exe->profileReport().c_str());
-      m.exe->clearProfile();
-    }
+                   m.exe->profileReport(profileRows).c_str());
+    m.exe->clearProfile();
+    if (!timed)
+      continue;
+    decodeTimes.push_back(times);
     prefillS.push_back(seconds(t0, t1));
     decodeS.push_back(seconds(t1, t2) / double(decodeSteps));
   }
@@ -300,7 +318,7 @@ int main(int argc, char **argv) {
     }
     if (profile)
       std::fprintf(stderr, "== %ld decode steps, batch %ld\n%s", repeats, batch,
-                   bm.exe->profileReport().c_str());
+                   bm.exe->profileReport(profileRows).c_str());
   }
 
   const double rate = a.target.name == "cpu" ? 0 : copyRate();
@@ -316,9 +334,22 @@ int main(int argc, char **argv) {
               prefillTokens,
               prefillLogits == PrefillLogits::kAll ? "all" : "last", p * 1e3,
               double(prefillTokens) / p);
+  // Host issue and device wait per step (GPU models), of the round whose
+  // step time is the median: a wait near zero means the host is the limit.
+  std::vector<std::pair<double, Executable::CallTimes>> rounds;
+  for (size_t i = 0; i < decodeS.size(); ++i)
+    rounds.push_back({decodeS[i], decodeTimes[i]});
+  std::sort(rounds.begin(), rounds.end(),
+            [](const auto &x, const auto &y) { return x.first < y.first; });
+  const Executable::CallTimes &mid = rounds[rounds.size() / 2].second;
   std::printf("  \"decode\": [\n    {\"batch\": 1, \"context\": %ld, "
-              "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f}",
+              "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f",
               prefillTokens, d * 1e3, 1.0 / d);
+  if (mid.calls > 0)
+    std::printf(", \"host_issue_ms_per_step\": %.3f, "
+                "\"device_wait_ms_per_step\": %.3f",
+                mid.issueMs / double(mid.calls), mid.waitMs / double(mid.calls));
+  std::printf("}");
   if (batch > 0) {
     double b = median(batchS);
     std::printf(",\n    {\"batch\": %ld, \"context\": %ld, "
@@ -331,6 +362,6 @@ int main(int argc, char **argv) {
               (long long)floorContext, bytes, rate * 1e-9,
               rate > 0 ? bytes / rate * 1e3 : 0.0,
               rate > 0 ? d / (bytes / rate) : 0.0);
-  std::printf("  \"repeats\": %ld\n}\n", repeats);
+  std::printf("  \"repeats\": %ld,\n  \"warmup\": %ld\n}\n", repeats, warmup);
   return 0;
 }

@@ -41,13 +41,13 @@ for a in $([ $bench = 1 ] && echo k3-mini-c*.kimi); do
   [ "$name" = c256 ] && extra=$b64
   # shellcheck disable=SC2086
   timeout 300 ./kimi-bench-model "$a" $extra --prefill-tokens 8192 \
-    --decode-steps 16 --context 1024 --repeats 2 > "$out/bench-$name.json" \
+    --decode-steps 16 --context 1024 --repeats 3 > "$out/bench-$name.json" \
     2> "$out/bench-$name.err"
   echo "bench $name: rc $?"
 done
 if [ -n "$profile" ]; then
   timeout 300 ./kimi-bench-model "k3-mini-$profile.kimi" --prefill-tokens 8192 \
-    --decode-steps 8 --context 1024 --repeats 1 --profile \
+    --decode-steps 8 --context 1024 --repeats 1 --profile --profile-rows 400 \
     > "$out/profile-$profile.json" 2> "$out/profile-$profile.txt"
   echo "profile $profile: rc $?"
 fi
