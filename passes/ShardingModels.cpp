@@ -160,7 +160,8 @@ LoopNest reshape(MLIRContext *ctx, ArrayRef<ReassociationIndices> groups,
 
 /// kimi.mla (latents ckv and k_pe) and kimi.mla_decode (one cache): batch
 /// and heads split; kv_b_proj [H * (dn + dv), R] is cut in whole heads.
-LoopNest mla(MLIRContext *ctx, unsigned latents, bool gate) {
+LoopNest mla(MLIRContext *ctx, unsigned latents, bool gate,
+             bool lengths = false) {
   LoopNest n(ctx);
   unsigned b = n.par(), t = n.par(false), h = n.par();
   unsigned e = n.par(false), s = n.red(), v = n.par(false);
@@ -170,6 +171,8 @@ LoopNest mla(MLIRContext *ctx, unsigned latents, bool gate) {
   n.tensor({h, n.red()});
   if (gate)
     n.tensor({b, t, h, v});
+  if (lengths)
+    n.tensor({b});
   n.tensor({b, t, h, v});
   return n;
 }
@@ -253,7 +256,10 @@ LoopNest nestOf(Operation *op) {
       })
       .Case<MlaOp>([&](MlaOp m) { return mla(ctx, 2, m.getGate() != nullptr); })
       .Case<MlaDecodeOp>(
-          [&](MlaDecodeOp m) { return mla(ctx, 1, m.getGate() != nullptr); })
+          [&](MlaDecodeOp m) {
+            return mla(ctx, 1, m.getGate() != nullptr,
+                       m.getLengths() != nullptr);
+          })
       .Case<AttnResOp>([&](AttnResOp a) {
         LoopNest n(ctx);
         SmallVector<unsigned> t = n.pars(rankOf(a.getOut()) - 1);

@@ -248,6 +248,7 @@ int main(int argc, char **argv) {
     t = static_cast<int32_t>(rng() % a.model.vocabSize);
 
   std::vector<double> prefillS, decodeS;
+  std::vector<double> stepS; // every timed decode step by itself
   std::vector<Executable::CallTimes> decodeTimes; // per timed round
   for (long r = -warmup; r < repeats; ++r) {
     const bool timed = r >= 0;
@@ -261,9 +262,12 @@ int main(int argc, char **argv) {
                    m.exe->profileReport(profileRows).c_str());
     m.exe->clearProfile(); // the profile and call times of the decode steps
     for (long i = 0; i < decodeSteps; ++i) {
+      auto s0 = std::chrono::steady_clock::now();
       auto d = session->decodeStep(prompt[i % prompt.size()]);
       if (!d.isOk())
         die("decode: " + d.status().message());
+      if (timed)
+        stepS.push_back(seconds(s0, std::chrono::steady_clock::now()));
     }
     auto t2 = std::chrono::steady_clock::now();
     const Executable::CallTimes times = m.exe->callTimes();
@@ -345,10 +349,15 @@ int main(int argc, char **argv) {
   std::printf("  \"decode\": [\n    {\"batch\": 1, \"context\": %ld, "
               "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f",
               prefillTokens, d * 1e3, 1.0 / d);
+  // The median single step: steady state, without a graph capture (the
+  // mean above includes the steps that capture).
+  std::printf(", \"ms_per_single_step_median\": %.3f", median(stepS) * 1e3);
   if (mid.calls > 0)
     std::printf(", \"host_issue_ms_per_step\": %.3f, "
-                "\"device_wait_ms_per_step\": %.3f",
-                mid.issueMs / double(mid.calls), mid.waitMs / double(mid.calls));
+                "\"device_wait_ms_per_step\": %.3f, \"graph_replays\": %lld, "
+                "\"graph_captures\": %lld",
+                mid.issueMs / double(mid.calls), mid.waitMs / double(mid.calls),
+                (long long)mid.graphReplays, (long long)mid.graphCaptures);
   std::printf("}");
   if (batch > 0) {
     double b = median(batchS);

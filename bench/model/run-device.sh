@@ -41,7 +41,7 @@ for a in $([ $bench = 1 ] && echo k3-mini-c*.kimi); do
   [ "$name" = c256 ] && extra=$b64
   # shellcheck disable=SC2086
   timeout 300 ./kimi-bench-model "$a" $extra --prefill-tokens 8192 \
-    --decode-steps 16 --context 1024 --repeats 3 > "$out/bench-$name.json" \
+    --decode-steps 64 --context 1024 --repeats 3 > "$out/bench-$name.json" \
     2> "$out/bench-$name.err"
   echo "bench $name: rc $?"
 done

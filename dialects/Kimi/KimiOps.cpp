@@ -538,8 +538,38 @@ LogicalResult MlaDecodeOp::verify() {
                            << ") must be wider than the latent rank R = "
                            << latent << " of 'kv_b_proj'";
   }
+  if (Value lengths = getLengths())
+    if (failed(sv.rank("lengths", lengths, 1, "[B]")) ||
+        failed(sv.sameDim("lengths", lengths, 0, "cache", cache, 0, "batch")))
+      return failure();
   return verifyMla(*this, sv, getQ(), cache, "cache", latent, rope, kvb,
                    getGate(), getOut());
+}
+
+LogicalResult CacheInsertOp::verify() {
+  ShapeVerifier sv(*this);
+  Value cache = getCache(), rows = getRows(), lengths = getLengths();
+  if (failed(sv.rank("cache", cache, 3, "[B, S, W]")) ||
+      failed(sv.rank("rows", rows, 3, "[B, T, W]")) ||
+      failed(sv.rank("lengths", lengths, 1, "[B]")) ||
+      failed(sv.rank("out", getOut(), 3, "[B, S + T, W]")) ||
+      failed(sv.sameDim("rows", rows, 0, "cache", cache, 0, "batch")) ||
+      failed(sv.sameDim("lengths", lengths, 0, "cache", cache, 0, "batch")) ||
+      failed(sv.sameDim("out", getOut(), 0, "cache", cache, 0, "batch")) ||
+      failed(sv.sameDim("rows", rows, 2, "cache", cache, 2, "row width")) ||
+      failed(sv.sameDim("out", getOut(), 2, "cache", cache, 2, "row width")))
+    return failure();
+  Type et = tensorOf(cache).getElementType();
+  if (tensorOf(rows).getElementType() != et ||
+      tensorOf(getOut()).getElementType() != et)
+    return emitOpError() << "'cache', 'rows' and 'out' must share one element "
+                            "type, got "
+                         << et << ", " << tensorOf(rows).getElementType()
+                         << " and " << tensorOf(getOut()).getElementType();
+  int64_t s = sv.dim(cache, 1), t = sv.dim(rows, 1);
+  if (!ShapedType::isDynamic(s) && !ShapedType::isDynamic(t))
+    return sv.dimIs("out", getOut(), 1, s + t, "cache rows S + new rows T");
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -372,7 +372,7 @@ def Kimi_MlaOp : Kimi_Op<"mla", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kimi_MlaDecodeOp : Kimi_Op<"mla_decode", [Pure]> {
+def Kimi_MlaDecodeOp : Kimi_Op<"mla_decode", [Pure, AttrSizedOperandSegments]> {
   let summary = "gated MLA over the latent cache (absorbed decode form)";
   let description = [{
     The same function as `kimi.mla` with the latent and shared key
@@ -382,14 +382,53 @@ def Kimi_MlaDecodeOp : Kimi_Op<"mla_decode", [Pure]> {
     rows, and `W_uv` is applied to the mixed latent. Operands:
     `q : [B, T, H, dn + dr]`, `cache`, `kv_b_proj : [H * (dn + dv), R]`,
     optional `gate : [B, T, H, dv]`; queries are the last `T` positions.
+
+    With `lengths : [B]` (i32), only the first `lengths[b]` rows of sequence
+    `b`'s cache are keys, and the queries are the last `T` of those: query
+    `t` sees rows `s <= lengths[b] - T + t`. The rows past `lengths[b]` are
+    padding (they must be finite: they are multiplied by zero weights). This
+    lets one compiled shape serve every cache length up to `S`, which is
+    what a replayed CUDA graph needs.
   }];
   let arguments = (ins Kimi_ActTensor:$q, Kimi_ActTensor:$cache,
                        Kimi_PlainWeightTensor:$kv_b_proj,
-                       Optional<Kimi_ActTensor>:$gate, Kimi_PositiveF64:$scale);
+                       Optional<Kimi_ActTensor>:$gate,
+                       Optional<RankedTensorOf<[I32]>>:$lengths,
+                       Kimi_PositiveF64:$scale);
   let results = (outs Kimi_ActTensor:$out);
   let assemblyFormat = [{
-    $q `,` $cache `,` $kv_b_proj (`gate` $gate^)? `scale` `(` $scale `)`
-    attr-dict `:` functional-type(operands, results)
+    $q `,` $cache `,` $kv_b_proj (`gate` $gate^)? (`lengths` $lengths^)?
+    `scale` `(` $scale `)` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kimi_CacheInsertOp : Kimi_Op<"cache_insert", [Pure]> {
+  let summary = "write new cache rows after each sequence's valid length";
+  let description = [{
+    For a cache `cache : [B, S, W]` whose first `lengths[b]` rows of sequence
+    `b` are valid (the rest padding), and `rows : [B, T, W]`, the result
+    `[B, S + T, W]` holds
+
+    ```
+    out[b, p] = rows[b, p - lengths[b]]   if lengths[b] <= p < lengths[b] + T
+              = cache[b, p]               else if p < S
+              = 0                         otherwise
+    ```
+
+    so its first `lengths[b] + T` rows are valid. With `lengths[b] = S` this
+    is the concatenation of `cache` and `rows`. The lengths stay device data
+    (no host read): the decode step of a padded cache feeds the result to
+    `kimi.mla_decode ... lengths(lengths + T)`. Requires
+    `0 <= lengths[b] <= S`; a length outside that range gives unspecified
+    (but in-bounds) rows.
+  }];
+  let arguments = (ins Kimi_ActTensor:$cache, Kimi_ActTensor:$rows,
+                       RankedTensorOf<[I32]>:$lengths);
+  let results = (outs Kimi_ActTensor:$out);
+  let assemblyFormat = [{
+    $rows `into` $cache `lengths` $lengths attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

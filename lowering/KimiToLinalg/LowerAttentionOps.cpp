@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include <limits>
@@ -49,10 +50,11 @@ Value mulAdd(OpBuilder &b, Location l, ValueRange a) {
                                arith::MulFOp::create(b, l, a[0], a[1]));
 }
 
-/// The latent attention shared by kimi.mla and kimi.mla_decode.
+/// The latent attention shared by kimi.mla and kimi.mla_decode; `lengths`
+/// ([B] i32, or null for S) are the valid key rows of each sequence.
 Value latentAttention(OpBuilder &b, Location loc, Value q, Value ckv,
-                      Value kpe, Value kvb, Value gate, double scale,
-                      RankedTensorType outType) {
+                      Value kpe, Value kvb, Value gate, Value lengths,
+                      double scale, RankedTensorType outType) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
   RankedTensorType qType = typeOf(q);
@@ -99,17 +101,26 @@ Value latentAttention(OpBuilder &b, Location loc, Value q, Value ckv,
 
   // Scale and causal mask, applied where the scores are read (the row max
   // and the exponentials) rather than in a pass of their own over
-  // [B, H, T, S]: key s is visible to query t iff s <= t + S - T.
+  // [B, H, T, S]: key s is visible to query t iff s <= t + L - T, with L the
+  // valid rows (S, or lengths[b] read in the loop: no host read).
   Value sVal = getValueOrCreateConstantIndexOp(b, loc, S);
   Value tVal = getValueOrCreateConstantIndexOp(b, loc, T);
   Value offset = arith::SubIOp::create(b, loc, sVal, tVal);
   double negInf = -std::numeric_limits<double>::infinity();
-  auto masked = [&](OpBuilder &nb, Location l, Value score) -> Value {
+  auto masked = [&](OpBuilder &nb, Location l, Value score,
+                    Value length) -> Value {
     Value t = linalg::IndexOp::create(nb, l, 2);
     Value s = linalg::IndexOp::create(nb, l, 3);
-    Value limit = arith::AddIOp::create(nb, l, t, offset);
-    Value visible =
-        arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule, s, limit);
+    Value shift = offset;
+    if (length)
+      shift = arith::SubIOp::create(
+          nb, l,
+          arith::IndexCastOp::create(nb, l, nb.getIndexType(), length), tVal);
+    Value limit = arith::AddIOp::create(nb, l, t, shift);
+    // Signed: with lengths, limit < 0 (no visible key) is possible.
+    Value visible = arith::CmpIOp::create(
+        nb, l, length ? arith::CmpIPredicate::sle : arith::CmpIPredicate::ule,
+        s, limit);
     Value scaled = arith::MulFOp::create(nb, l, score, constF32(nb, l, scale));
     return arith::SelectOp::create(nb, l, visible, scaled,
                                    constF32(nb, l, negInf));
@@ -123,18 +134,37 @@ Value latentAttention(OpBuilder &b, Location loc, Value q, Value ckv,
   SmallVector<IT> rowReduce = {IT::parallel, IT::parallel, IT::parallel,
                                IT::reduction};
   AffineMap all4 = b.getMultiDimIdentityMap(4), row = prefixMap(ctx, 4, 3);
-  Value rowMax = generic(b, loc, filled(b, loc, rowSizes, f32, negInf),
-                         {scores}, {all4, row}, rowReduce,
+  AffineMap batchOnly = dimsMap(ctx, 4, {0});
+  SmallVector<Value> maxIns = {scores};
+  SmallVector<AffineMap> maxMaps = {all4};
+  if (lengths) {
+    maxIns.push_back(lengths);
+    maxMaps.push_back(batchOnly);
+  }
+  maxMaps.push_back(row);
+  Value rowMax = generic(b, loc, filled(b, loc, rowSizes, f32, negInf), maxIns,
+                         maxMaps, rowReduce,
                          [&](OpBuilder &nb, Location l, ValueRange a) {
                            return arith::MaximumFOp::create(
-                               nb, l, masked(nb, l, a[0]), a[1]);
+                               nb, l,
+                               masked(nb, l, a[0], lengths ? a[1] : Value()),
+                               a.back());
                          });
+  SmallVector<Value> expIns = {scores, rowMax};
+  SmallVector<AffineMap> expMaps = {all4, row};
+  if (lengths) {
+    expIns.push_back(lengths);
+    expMaps.push_back(batchOnly);
+  }
+  expMaps.push_back(all4);
   Value exps = generic(
       b, loc, tensor::EmptyOp::create(b, loc, sizesOf(b, loc, scores), f32),
-      {scores, rowMax}, {all4, row, all4}, SmallVector<IT>(4, IT::parallel),
+      expIns, expMaps, SmallVector<IT>(4, IT::parallel),
       [&](OpBuilder &nb, Location l, ValueRange a) {
         return math::ExpOp::create(
-            nb, l, arith::SubFOp::create(nb, l, masked(nb, l, a[0]), a[1]));
+            nb, l,
+            arith::SubFOp::create(
+                nb, l, masked(nb, l, a[0], lengths ? a[2] : Value()), a[1]));
       });
   Value rowSum = generic(b, loc, filled(b, loc, rowSizes, f32, 0.0), {exps},
                          {all4, row}, rowReduce,
@@ -184,7 +214,7 @@ struct MlaLowering : OpRewritePattern<MlaOp> {
     rewriter.replaceOp(
         op, latentAttention(rewriter, op.getLoc(), op.getQ(), op.getCkv(),
                             op.getKPe(), op.getKvBProj(), op.getGate(),
-                            op.getScale().convertToDouble(),
+                            /*lengths=*/Value(), op.getScale().convertToDouble(),
                             op.getOut().getType()));
     return success();
   }
@@ -202,9 +232,72 @@ struct MlaDecodeLowering : OpRewritePattern<MlaDecodeOp> {
     Value kpe = sliceDim(rewriter, loc, cache, 2, latent, rope);
     rewriter.replaceOp(
         op, latentAttention(rewriter, loc, op.getQ(), ckv, kpe,
-                            op.getKvBProj(), op.getGate(),
+                            op.getKvBProj(), op.getGate(), op.getLengths(),
                             op.getScale().convertToDouble(),
                             op.getOut().getType()));
+    return success();
+  }
+};
+
+/// out[b, p] = rows[b, p - len_b] on [len_b, len_b + T), else cache[b, p]
+/// for p < S, else 0: one pass; the reads are guarded, so an empty cache
+/// (S = 0) is never touched.
+struct CacheInsertLowering : OpRewritePattern<CacheInsertOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CacheInsertOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value cache = op.getCache(), rows = op.getRows();
+    Type et = typeOf(cache).getElementType();
+    SmallVector<OpFoldResult> cs = sizesOf(rewriter, loc, cache);
+    Value S = getValueOrCreateConstantIndexOp(rewriter, loc, cs[1]);
+    Value T = getValueOrCreateConstantIndexOp(rewriter, loc,
+                                              sizesOf(rewriter, loc, rows)[1]);
+    Value total = arith::AddIOp::create(rewriter, loc, S, T);
+    Value init = tensor::EmptyOp::create(
+        rewriter, loc, SmallVector<OpFoldResult>{cs[0], total, cs[2]}, et);
+    Value out = generic(
+        rewriter, loc, init, {op.getLengths()},
+        {dimsMap(ctx, 3, {0}), rewriter.getMultiDimIdentityMap(3)},
+        SmallVector<IT>(3, IT::parallel),
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          Value bi = linalg::IndexOp::create(nb, l, 0);
+          Value p = linalg::IndexOp::create(nb, l, 1);
+          Value w = linalg::IndexOp::create(nb, l, 2);
+          Value len = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
+          Value r = arith::SubIOp::create(nb, l, p, len);
+          Value zero = arith::ConstantIndexOp::create(nb, l, 0);
+          Value isRow = arith::AndIOp::create(
+              nb, l,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, r, zero),
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, r, T));
+          Value inCache =
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, p, S);
+          Type f32 = nb.getF32Type();
+          auto read = [&](OpBuilder &ib, Location il, Value t, Value at) {
+            Value v = tensor::ExtractOp::create(ib, il, t, ValueRange{bi, at, w});
+            return et.isF32() ? v : Value(arith::ExtFOp::create(ib, il, f32, v));
+          };
+          auto value = scf::IfOp::create(
+              nb, l, isRow,
+              [&](OpBuilder &ib, Location il) {
+                scf::YieldOp::create(ib, il, read(ib, il, rows, r));
+              },
+              [&](OpBuilder &ib, Location il) {
+                auto fromCache = scf::IfOp::create(
+                    ib, il, inCache,
+                    [&](OpBuilder &cb, Location cl) {
+                      scf::YieldOp::create(cb, cl, read(cb, cl, cache, p));
+                    },
+                    [&](OpBuilder &cb, Location cl) {
+                      scf::YieldOp::create(cb, cl, constF32(cb, cl, 0.0));
+                    });
+                scf::YieldOp::create(ib, il, fromCache.getResult(0));
+              });
+          return value.getResult(0);
+        });
+    rewriter.replaceOp(op, out);
     return success();
   }
 };
@@ -304,6 +397,7 @@ struct AttnResLowering : OpRewritePattern<AttnResOp> {
 
 void kimi::lowering::populateAttentionLoweringPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<MlaLowering, MlaDecodeLowering, AttnResLowering>(
+  patterns.add<MlaLowering, MlaDecodeLowering, CacheInsertLowering,
+               AttnResLowering>(
       patterns.getContext());
 }

@@ -36,7 +36,8 @@ std::vector<int64_t> shapeOf(RankedTensorType t) {
 /// One argument or result of an entry. Logits and cache rows carry the
 /// token count of the call in dimension 1, which the artifact marks dynamic.
 llvm::Expected<rt::TensorSpec> specOf(Type type, StringAttr stateName,
-                                      bool isInput, bool first) {
+                                      bool isInput, bool first,
+                                      bool cacheLength = false) {
   auto t = cast<RankedTensorType>(type);
   llvm::Expected<rt::DType> dtype = dtypeOf(t.getElementType());
   if (!dtype)
@@ -49,6 +50,11 @@ llvm::Expected<rt::TensorSpec> specOf(Type type, StringAttr stateName,
     spec.role = isInput ? rt::TensorRole::kTokens : rt::TensorRole::kLogits;
     if (!isInput)
       spec.shape[1] = -1;
+    return spec;
+  }
+  if (cacheLength) {
+    spec.name = "cache_length";
+    spec.role = rt::TensorRole::kCacheLength;
     return spec;
   }
   if (!stateName)
@@ -70,7 +76,8 @@ llvm::Expected<rt::EntrySpec> entryOf(func::FuncOp fn) {
   for (unsigned i = 0; i < type.getNumInputs(); ++i) {
     auto spec = specOf(type.getInput(i),
                        fn.getArgAttrOfType<StringAttr>(i, "kimi.state"),
-                       /*isInput=*/true, i == 0);
+                       /*isInput=*/true, i == 0,
+                       fn.getArgAttr(i, "kimi.cache_length") != nullptr);
     if (!spec)
       return spec.takeError();
     entry.inputs.push_back(*spec);

@@ -14,6 +14,9 @@
 // the latent cache rows [B, T, R+dr] and decode takes the past cache
 // [B, S, R+dr] and returns the new row [B, 1, R+dr] (the runtime appends it).
 // Every state argument and result is named by a `kimi.state` attribute.
+// With ImportOptions::cacheLengths, stateful entries (and their MLA layer
+// functions) take a last argument `cache_length : [B]` (i32, marked
+// `kimi.cache_length`): the valid rows of each cache, which may be padded.
 //
 // Layer structure follows shared/reference/kimi-k3.md §4 (AttnRes) or the
 // ordinary pre-norm residual when the config has no AttnRes.
@@ -111,6 +114,13 @@ private:
                      SmallVectorImpl<Value> &stateOut);
   Value moe(Value x, int64_t layer);
   std::vector<StateSlot> stateSlots(int64_t layer, const EntrySpec &mode);
+  /// The MLA layers of stateful entries, with ImportOptions::cacheLengths.
+  bool takesCacheLength(int64_t layer, const EntrySpec &mode) const {
+    return opts.cacheLengths && mode.stateful &&
+           cfg.layers[layer] == AttentionKind::Mla;
+  }
+  /// The current layer function's `cache_length` argument (or null).
+  Value cacheLength;
   func::FuncOp layerFunction(int64_t layer, const EntrySpec &mode, int64_t numSources);
   void entryFunction(const EntrySpec &mode);
 
@@ -338,10 +348,25 @@ Value ModelBuilder::mlaAttention(Value x, int64_t layer, const EntrySpec &mode,
   Value o;
   if (!mode.stateful) {
     o = MlaOp::create(b, loc, oType, q, ckv, kpe, kvb, gate, scale);
-  } else {
+  } else if (!cacheLength) {
     Value cache =
         tensor::ConcatOp::create(b, loc, 1, ValueRange{stateIn[0], cacheRow});
-    o = MlaDecodeOp::create(b, loc, oType, q, cache, kvb, gate, scale);
+    o = MlaDecodeOp::create(b, loc, oType, q, cache, kvb, gate, Value(), scale);
+  } else {
+    // A padded cache: the rows go in after the valid ones, on the device.
+    SmallVector<int64_t> shape = shapeOf(stateIn[0]);
+    int64_t rows = shapeOf(cacheRow)[1];
+    if (!ShapedType::isDynamic(shape[1]) && !ShapedType::isDynamic(rows))
+      shape[1] += rows;
+    else
+      shape[1] = ShapedType::kDynamic;
+    Value cache = CacheInsertOp::create(b, loc, tt(shape, act()), stateIn[0],
+                                        cacheRow, cacheLength);
+    Value t = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(tt({batch}, b.getI32Type()),
+                                       b.getI32IntegerAttr(int32_t(rows))));
+    Value valid = arith::AddIOp::create(b, loc, cacheLength, t);
+    o = MlaDecodeOp::create(b, loc, oType, q, cache, kvb, gate, valid, scale);
   }
   return linear(mergeHeads(o), R::MlaO, layer, cfg.hidden);
 }
@@ -451,6 +476,9 @@ func::FuncOp ModelBuilder::layerFunction(int64_t layer, const EntrySpec &mode,
   if (mode.stateful)
     for (const StateSlot &s : slots)
       inputs.push_back(s.inType);
+  const bool takesLength = takesCacheLength(layer, mode);
+  if (takesLength)
+    inputs.push_back(tt({batch}, b.getI32Type()));
   for (const StateSlot &s : slots)
     results.push_back(s.outType);
 
@@ -470,6 +498,11 @@ func::FuncOp ModelBuilder::layerFunction(int64_t layer, const EntrySpec &mode,
   ValueRange sources = body->getArguments().take_front(numSources);
   Value h = body->getArgument(numSources);
   ValueRange stateIn = body->getArguments().drop_front(numSources + 1);
+  cacheLength = Value();
+  if (takesLength) {
+    cacheLength = stateIn.back();
+    stateIn = stateIn.drop_back();
+  }
   double eps = cfg.rmsNormEps;
 
   // Attention input.
@@ -542,6 +575,10 @@ void ModelBuilder::entryFunction(const EntrySpec &mode) {
       allSlots.push_back(s);
     }
 
+  const bool takesLength = mode.stateful && opts.cacheLengths;
+  if (takesLength)
+    inputs.push_back(tt({batch}, b.getI32Type()));
+
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
   auto fn = func::FuncOp::create(b, loc, mode.name,
@@ -551,6 +588,8 @@ void ModelBuilder::entryFunction(const EntrySpec &mode) {
       fn.setArgAttr(1 + i, "kimi.state", b.getStringAttr(s.name));
     fn.setResultAttr(1 + i, "kimi.state", b.getStringAttr(s.name));
   }
+  if (takesLength)
+    fn.setArgAttr(inputs.size() - 1, "kimi.cache_length", b.getUnitAttr());
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToStart(body);
 
@@ -566,6 +605,8 @@ void ModelBuilder::entryFunction(const EntrySpec &mode) {
     if (mode.stateful)
       for (size_t i = 0; i < slotCount; ++i)
         args.push_back(body->getArgument(nextState++));
+    if (takesCacheLength(l, mode))
+      args.push_back(body->getArguments().back());
     auto call = func::CallOp::create(b, loc, layers[l], args);
     if (cfg.attnResBlock > 0 && l % cfg.attnResBlock == 0)
       blocks.push_back(h);

@@ -41,6 +41,13 @@ struct ImportOptions {
   /// sequence taking the state like `@decode`, so a sequence is prefilled
   /// chunk by chunk with static shapes (what the CPU target compiles).
   int64_t prefillChunk = 0;
+  /// Stateful entries take `cache_length : [B]` (i32, the valid rows of each
+  /// sequence's MLA caches) as their last argument, and their caches may be
+  /// padded past it: the new rows are written at that length
+  /// (`kimi.cache_insert`) and attention masks the padding
+  /// (`kimi.mla_decode ... lengths`). One compiled shape then serves a range
+  /// of cache lengths, which a replayed CUDA graph of the decode step needs.
+  bool cacheLengths = false;
 };
 
 /// Registers the dialects the imported IR uses.

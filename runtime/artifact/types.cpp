@@ -37,6 +37,7 @@ const char *roleName(TensorRole role) {
   case TensorRole::kLogits: return "logits";
   case TensorRole::kState: return "state";
   case TensorRole::kCache: return "cache";
+  case TensorRole::kCacheLength: return "cache_length";
   }
   return "role(?)";
 }

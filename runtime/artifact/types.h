@@ -35,8 +35,16 @@ enum class DType : uint8_t {
 };
 inline constexpr uint8_t kLastDType = 9;
 
-enum class TensorRole : uint8_t { kTokens = 0, kLogits = 1, kState = 2, kCache = 3 };
-inline constexpr uint8_t kLastTensorRole = 3;
+/// kCacheLength: an input [B] (i32), the valid rows of each sequence's
+/// caches; with it the caches may be passed padded past that length.
+enum class TensorRole : uint8_t {
+  kTokens = 0,
+  kLogits = 1,
+  kState = 2,
+  kCache = 3,
+  kCacheLength = 4,
+};
+inline constexpr uint8_t kLastTensorRole = 4;
 
 enum class KernelKind : uint8_t { kCpuSharedObject = 0, kPtx = 1, kCubin = 2 };
 inline constexpr uint8_t kLastKernelKind = 2;

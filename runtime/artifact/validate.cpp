@@ -84,6 +84,13 @@ Status validateSpec(const TensorSpec &spec, const ModelInfo &model,
                          "batch B and the dynamic length L, got " + shape);
     break;
   }
+  case TensorRole::kCacheLength:
+    if (spec.dtype != DType::kI32)
+      return fail(where, "cache_length must be i32, got " + dtypeName(spec.dtype));
+    if (spec.shape.size() != 1 || dynamic)
+      return fail(where, "cache_length must have shape [B] with a static batch "
+                         "B, got " + shape);
+    break;
   }
   return Status::ok();
 }
@@ -108,7 +115,7 @@ Status validateEntry(const EntrySpec &entry, size_t index,
     const auto &specs = io == 0 ? entry.inputs : entry.outputs;
     const char *kind = io == 0 ? "input" : "output";
     std::set<std::string> names;
-    int tokens = 0, logits = 0;
+    int tokens = 0, logits = 0, lengths = 0;
     for (size_t i = 0; i < specs.size(); ++i) {
       const TensorSpec &spec = specs[i];
       std::string w = where + ": " + kind + " " + std::to_string(i) + " " +
@@ -127,6 +134,12 @@ Status validateEntry(const EntrySpec &entry, size_t index,
         if (io == 0)
           return fail(w, "logits cannot be an input");
         ++logits;
+      }
+      if (spec.role == TensorRole::kCacheLength) {
+        if (io == 1)
+          return fail(w, "cache_length cannot be an output");
+        if (++lengths > 1)
+          return fail(w, "a second cache_length input");
       }
     }
     if (io == 0 && tokens != 1)
@@ -202,6 +215,8 @@ Status validateSessionContract(const ArtifactSpec &artifact) {
   std::map<std::string, const TensorSpec *> decodeIn;
   for (size_t i = 1; i < decode->inputs.size(); ++i) {
     const TensorSpec &s = decode->inputs[i];
+    if (s.role == TensorRole::kCacheLength)
+      continue; // the session's, not carried
     std::string w = "entry 'decode': input " + std::to_string(i) + " " +
                     quoted(s.name);
     auto it = carried.find(s.name);

@@ -27,6 +27,7 @@ using CUgraph = struct CUgraph_st *;
 using CUgraphExec = struct CUgraphExec_st *;
 using CUstreamCaptureMode = int;
 inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 using CUjit_option = int;
 using CUdevice_attribute = int;
 using CUfunction_attribute = int;

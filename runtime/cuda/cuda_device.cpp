@@ -245,11 +245,12 @@ StatusOr<float> CudaEvent::elapsedMs(const CudaEvent &start, const CudaEvent &en
 
 StatusOr<std::unique_ptr<CudaGraph>>
 CudaGraph::capture(const CudaDevice &device, const CudaStream &stream,
-                   const std::function<Status()> &enqueue) {
+                   const std::function<Status()> &enqueue, bool relaxed) {
   std::unique_ptr<CudaGraph> graph(new CudaGraph());
   graph->device_ = &device;
   KIMI_CU(device, cuStreamBeginCapture, stream.handle(),
-          cuda::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+          relaxed ? cuda::CU_STREAM_CAPTURE_MODE_RELAXED
+                  : cuda::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   Status enqueued = enqueue();
   // End the capture whatever happened, so the stream is usable again.
   Status ended = device.driver().check(

@@ -157,9 +157,11 @@ class CudaGraph {
 public:
   /// Captures the work `enqueue` puts on `stream` (a created stream, not the
   /// legacy default one) and instantiates it. Nothing runs during capture.
+  /// `relaxed`: CU_STREAM_CAPTURE_MODE_RELAXED, which lets `enqueue`
+  /// allocate device memory (cuMemAlloc) while capturing.
   static StatusOr<std::unique_ptr<CudaGraph>>
   capture(const CudaDevice &device, const CudaStream &stream,
-          const std::function<Status()> &enqueue);
+          const std::function<Status()> &enqueue, bool relaxed = false);
   ~CudaGraph();
   CudaGraph(const CudaGraph &) = delete;
   CudaGraph &operator=(const CudaGraph &) = delete;

@@ -223,6 +223,7 @@ struct GpuModelExecutable::Shim {
   std::string blasError; // why cuBLASLt could not be loaded
   std::vector<cuda::CUmodule> modules;
   Status error; // the first failure of the current call
+  bool capturing = false; // the stream is being captured into a graph
 
   int32_t fail(Status s) {
     if (error.isOk())
@@ -234,6 +235,10 @@ struct GpuModelExecutable::Shim {
   static int32_t loadModule(void *ctx, const void *image, uint64_t size,
                             void **module) {
     Shim &s = of(ctx);
+    if (s.capturing)
+      return s.fail(executionError("a kernel module loaded while capturing a "
+                                   "graph (a kernel the direct call did not "
+                                   "run)"));
     const CudaDriver &d = s.device->driver();
     cuda::CUmodule m = nullptr;
     // size 0: NUL-terminated PTX, JIT-compiled by the driver.
@@ -316,7 +321,9 @@ struct GpuModelExecutable::Shim {
     g.bK = d[10], g.bN = d[11], g.bBatch = d[12];
     g.cM = d[13], g.cN = d[14], g.cBatch = d[15];
     g.precision = static_cast<int32_t>(d[16]);
-    g.tune = (d[17] & 1) != 0;      // static sizes: time the candidates
+    // Static sizes: time the candidates (never while capturing a graph: the
+    // direct call before the capture has chosen them).
+    g.tune = (d[17] & 1) != 0 && !s.capturing;
     g.overwrite = (d[17] & 2) != 0; // C = A B (the zero fill was dropped)
     // Profiling: the plan first (and its timing, for compile-time shapes),
     // so that the events time the product alone. Otherwise gemm() builds it
@@ -348,6 +355,10 @@ struct GpuModelExecutable::Shim {
   /// queued before it.
   static int32_t readI32(void *ctx, const void *address, int32_t *value) {
     Shim &s = of(ctx);
+    if (s.capturing)
+      return s.fail(executionError(
+          "the entry reads a device value on the host (kimi.host_read, e.g. "
+          "sorted experts' largest count), which a graph cannot capture"));
     Status st = s.stream->synchronize();
     if (st.isOk()) {
       const CudaDriver &d = s.device->driver();
@@ -412,6 +423,20 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   exe->shim_->allocator = exe->allocator_.get();
   if (const char *env = std::getenv("KIMI_GPU_PROFILE"))
     exe->shim_->profile.on = std::string(env) == "1";
+  {
+    bool on = true;
+    int64_t bucket = 256, kept = 4;
+    if (const char *env = std::getenv("KIMI_GPU_GRAPHS"))
+      on = std::string(env) != "0";
+    if (const char *env = std::getenv("KIMI_GPU_GRAPH_BUCKET"))
+      bucket = std::atoll(env);
+    if (const char *env = std::getenv("KIMI_GPU_GRAPHS_KEPT"))
+      kept = std::atoll(env);
+    if (bucket < 1 || kept < 1)
+      return invalidArgument("KIMI_GPU_GRAPH_BUCKET and KIMI_GPU_GRAPHS_KEPT "
+                             "must be positive integers");
+    exe->setGraphs(on, bucket, size_t(kept));
+  }
 
   // cuBLASLt is needed only by models with matrix products (all real ones);
   // its absence is reported by the first product.
@@ -576,6 +601,23 @@ std::string GpuModelExecutable::profileReport(size_t top) const {
 void GpuModelExecutable::setPoison(bool poison) {
   std::lock_guard<std::mutex> lock(mutex_);
   allocator_->setPoison(poison ? stream_.get() : nullptr);
+  captured_.clear(); // their temporaries were filled (or not) at capture
+}
+
+void GpuModelExecutable::setGraphs(bool on, int64_t bucketRows,
+                                   size_t maxGraphs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  graphs_ = on;
+  graphBucket_ = std::max<int64_t>(1, bucketRows);
+  maxGraphs_ = std::max<size_t>(1, maxGraphs);
+  captured_.clear();
+  uncapturable_.clear();
+  graphFailure_.clear();
+}
+
+std::string GpuModelExecutable::graphFailure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return graphFailure_;
 }
 
 //===----------------------------------------------------------------------===//
@@ -727,22 +769,40 @@ StatusOr<CarriedRef> GpuModelExecutable::appendRows(const CarriedRef &cache,
                            "cuMemcpyDtoDAsync")
                  : Status::ok();
   };
-  // One sequence: after the old rows, when nothing else was put there.
-  if (batch == 1 && old.storage() && old.storage()->claim(oldBytes, newBytes)) {
+  // One sequence: after the old rows, when nothing else was put there. With
+  // graphs, only into zeroed storage (below): decode reads it padded.
+  if (batch == 1 && old.storage() && (old.storage()->zeroTail || !graphs_) &&
+      old.storage()->claim(oldBytes, newBytes)) {
     KIMI_RETURN_IF_ERROR(copy(old.data() + oldBytes, add.data(), addBytes));
     return CarriedRef(std::make_shared<DeviceCarriedTensor>(
         cache->dtype(), std::move(shape), old.block(), old.data(), old.storage()));
   }
   // A new block: room to double for one sequence; several sequences are
-  // interleaved [B, L + n, ...] by two pitched copies.
-  KIMI_ASSIGN_OR_RETURN(
-      std::shared_ptr<DeviceBlock> block,
-      allocateBlock(batch == 1 ? std::max(newBytes, 2 * oldBytes) : newBytes));
+  // interleaved [B, L + n, ...] by two pitched copies. With graphs, one
+  // sequence's block holds whole buckets of rows and its tail is zeroed,
+  // so that decode may read it padded to the next bucket.
+  size_t capacity = batch == 1 ? std::max(newBytes, 2 * oldBytes) : newBytes;
+  const int64_t newRows = shape[1];
+  const size_t rowBytes = newRows > 0 ? newBytes / size_t(newRows) : 0;
+  if (batch == 1 && graphs_ && rowBytes) {
+    const size_t bucket = size_t(graphBucket_);
+    const size_t rows = (capacity / rowBytes + bucket - 1) / bucket * bucket;
+    capacity = std::max(rows, bucket) * rowBytes;
+  }
+  KIMI_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBlock> block,
+                        allocateBlock(capacity));
   const cuda::CUdeviceptr base = block->base;
   if (batch == 1) {
     KIMI_RETURN_IF_ERROR(copy(base, old.data(), oldBytes));
     KIMI_RETURN_IF_ERROR(copy(base + oldBytes, add.data(), addBytes));
     std::shared_ptr<GrowableStorage> storage = growable(*block, base, newBytes);
+    if (graphs_ && block->size > newBytes) {
+      KIMI_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(base + newBytes, 0,
+                                                     block->size - newBytes,
+                                                     stream),
+                                   "cuMemsetD8Async (cache tail)"));
+      storage->zeroTail = true;
+    }
     return CarriedRef(std::make_shared<DeviceCarriedTensor>(
         cache->dtype(), std::move(shape), std::move(block), base,
         std::move(storage)));
@@ -801,6 +861,14 @@ Status GpuModelExecutable::runCarried(
   const std::string label = "entry " + quoted(entryName);
   KIMI_RETURN_IF_ERROR(device_->makeCurrent());
   const CudaDriver &d = device_->driver();
+  {
+    StatusOr<bool> replayed =
+        runAsGraph(*entry, fn->second, inputs, tokens, keep, outputs);
+    if (!replayed.isOk())
+      return replayed.takeStatus().addContext(label);
+    if (replayed.value())
+      return Status::ok();
+  }
 
   // Every device buffer of this call, released on all paths.
   std::set<cuda::CUdeviceptr> owned, inputBuffers;
@@ -1004,7 +1072,219 @@ Status GpuModelExecutable::runCarried(
   if (!status.isOk())
     return status.addContext(label);
   outputs = std::move(out);
+  directCalls_[entryName] += 1;
   return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Decode graphs
+//===----------------------------------------------------------------------===//
+
+struct GpuModelExecutable::CapturedCall {
+  std::string key;
+  /// The graph's own memory: the inputs copied in, every temporary and
+  /// output of the captured call (reused within it in stream order).
+  std::unique_ptr<DeviceAllocator> pool;
+  struct Staged {
+    size_t input;
+    cuda::CUdeviceptr at;
+    size_t bytes;
+  };
+  std::vector<Staged> staged; // inputs other than the padded caches
+  struct Result {
+    cuda::CUdeviceptr at;
+    size_t bytes;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Result> results;
+  std::unique_ptr<CudaGraph> graph; // before the pool it uses
+  ~CapturedCall() { graph.reset(); }
+};
+
+StatusOr<bool> GpuModelExecutable::runAsGraph(
+    const EntrySpec &entry, void *function,
+    const std::vector<const CarriedTensor *> &inputs, int64_t tokens,
+    const std::vector<bool> &keep, std::vector<CarriedRef> &outputs) const {
+  // Profiles time each launch, collectives synchronise with the host, and
+  // kernel modules and cuBLASLt's choices are made by a direct call first.
+  if (!graphs_ || shim_->profile.on || comm_ || uncapturable_.count(entry.name) ||
+      directCalls_[entry.name] == 0 || inputs.size() != entry.inputs.size())
+    return false;
+  bool lengths = false;
+  for (const TensorSpec &s : entry.inputs)
+    lengths |= s.role == TensorRole::kCacheLength;
+
+  // The key: each cache by address and padded rows, the rest by shape.
+  std::string key = entry.name;
+  std::vector<std::vector<int64_t>> shapes(inputs.size());
+  std::vector<cuda::CUdeviceptr> byReference(inputs.size(), 0);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const CarriedTensor *t = inputs[i];
+    if (!t || !checkEntryInput(entry.inputs[i], t, "").isOk() ||
+        (t->residence() != this && !t->host()))
+      return false; // the direct path reports it
+    shapes[i] = t->shape();
+    if (entry.inputs[i].role != TensorRole::kCache) {
+      key += "|" + shapeToString(shapes[i]);
+      continue;
+    }
+    // A cache: one sequence in zeroed storage with room for the padding.
+    if (!lengths || t->residence() != this || shapes[i][0] != 1 ||
+        shapes[i][1] < 1)
+      return false;
+    const auto &dt = static_cast<const DeviceCarriedTensor &>(*t);
+    if (!dt.storage() || !dt.storage()->zeroTail)
+      return false;
+    const int64_t rows = shapes[i][1];
+    const size_t rowBytes = t->bytes() / size_t(rows);
+    const int64_t padded = (rows + graphBucket_ - 1) / graphBucket_ * graphBucket_;
+    if (size_t(padded) * rowBytes > dt.storage()->capacity)
+      return false;
+    shapes[i][1] = padded;
+    byReference[i] = dt.data();
+    key += "|" + std::to_string(dt.data()) + "x" + std::to_string(padded);
+  }
+
+  const CudaDriver &d = device_->driver();
+  auto found = std::find_if(captured_.begin(), captured_.end(),
+                            [&](const auto &c) { return c->key == key; });
+  Executable::CallTimes &times = shim_->profile.times;
+  if (found != captured_.end()) {
+    captured_.splice(captured_.begin(), captured_, found);
+  } else {
+    auto call = std::make_unique<CapturedCall>();
+    call->key = key;
+    call->pool = std::make_unique<DeviceAllocator>(*device_);
+    call->pool->setPoison(allocator_->poison());
+    std::vector<size_t> inRanks, outRanks;
+    for (const TensorSpec &s : entry.inputs)
+      inRanks.push_back(s.shape.size());
+    for (const TensorSpec &s : entry.outputs)
+      outRanks.push_back(s.shape.size());
+    MemRefStruct args(inRanks), results(outRanks);
+    std::vector<void *> argPointers;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      cuda::CUdeviceptr at = byReference[i];
+      if (!at) {
+        KIMI_ASSIGN_OR_RETURN(at, call->pool->allocate(inputs[i]->bytes()));
+        call->staged.push_back({i, at, inputs[i]->bytes()});
+      }
+      args.setContiguous(i, reinterpret_cast<void *>(at), shapes[i]);
+      argPointers.push_back(args.pointer(i));
+    }
+    // Poison fills of the staged inputs come before the capture.
+    KIMI_RETURN_IF_ERROR(stream_->synchronize());
+    *status_ = 0;
+    shim_->error = Status::ok();
+    shim_->allocator = call->pool.get();
+    shim_->capturing = true;
+    StatusOr<std::unique_ptr<CudaGraph>> graph = CudaGraph::capture(
+        *device_, *stream_,
+        [&] { return callEntry(function, results.structPointer(), argPointers); },
+        /*relaxed=*/true); // the call allocates from the pool
+    shim_->capturing = false;
+    shim_->allocator = allocator_.get();
+    Status st = graph.status();
+    if (st.isOk() && !shim_->error.isOk())
+      st = shim_->error;
+    if (st.isOk() && *status_ != 0)
+      st = executionError("the model's GPU shim failed (status " +
+                          std::to_string(*status_) + ")");
+    for (size_t i = 0; i < entry.outputs.size() && st.isOk(); ++i) {
+      const TensorSpec &spec = entry.outputs[i];
+      MemRefView v = results.view(i);
+      std::vector<int64_t> expected = spec.shape;
+      for (int64_t &dim : expected)
+        if (dim == -1)
+          dim = tokens;
+      int64_t numel = 0;
+      checkedNumel(expected, numel);
+      if (v.sizes() != expected || (numel > 0 && (!v.aligned() ||
+                                                   !v.isContiguous() ||
+                                                   v.offset() < 0))) {
+        st = executionError("output " + std::to_string(i) + " " +
+                            quoted(spec.name) + ": returned shape " +
+                            shapeToString(v.sizes()) + " (or a strided "
+                            "buffer), expected " + shapeToString(expected));
+        break;
+      }
+      const size_t elem = dtypeSize(spec.dtype);
+      call->results.push_back(
+          {reinterpret_cast<cuda::CUdeviceptr>(v.aligned()) +
+               static_cast<cuda::CUdeviceptr>(v.offset()) * elem,
+           size_t(numel) * elem, expected});
+    }
+    *status_ = 0;
+    shim_->error = Status::ok();
+    if (!st.isOk()) {
+      // This entry runs directly from now on; nothing of the call ran.
+      uncapturable_.insert(entry.name);
+      graphFailure_ = "entry " + quoted(entry.name) +
+                      " is not captured as a graph: " + st.message();
+      return false;
+    }
+    call->graph = std::move(graph.value());
+    captured_.push_front(std::move(call));
+    while (captured_.size() > maxGraphs_)
+      captured_.pop_back();
+    times.graphCaptures += 1;
+  }
+  CapturedCall &call = *captured_.front();
+
+  // Replay: the inputs into the graph's copies, the graph, the outputs out.
+  cuda::CUstream stream = stream_->handle();
+  auto started = std::chrono::steady_clock::now();
+  for (const CapturedCall::Staged &s : call.staged) {
+    if (!s.bytes)
+      continue;
+    const CarriedTensor *t = inputs[s.input];
+    Status copied =
+        t->residence() == this
+            ? d.check(d.cuMemcpyDtoDAsync(
+                          s.at, static_cast<const DeviceCarriedTensor &>(*t).data(),
+                          s.bytes, stream),
+                      "cuMemcpyDtoDAsync (graph input)")
+            : d.check(d.cuMemcpyHtoDAsync(s.at, t->host()->data(), s.bytes, stream),
+                      "cuMemcpyHtoDAsync (graph input)");
+    KIMI_RETURN_IF_ERROR(copied);
+  }
+  KIMI_RETURN_IF_ERROR(call.graph->launch(*stream_));
+  std::vector<CarriedRef> out(entry.outputs.size());
+  std::vector<size_t> toHost;
+  for (size_t i = 0; i < call.results.size(); ++i) {
+    const CapturedCall::Result &r = call.results[i];
+    if (!(i < keep.size() && keep[i])) {
+      toHost.push_back(i);
+      continue;
+    }
+    KIMI_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBlock> block, allocateBlock(r.bytes));
+    if (r.bytes)
+      KIMI_RETURN_IF_ERROR(
+          d.check(d.cuMemcpyDtoDAsync(block->base, r.at, r.bytes, stream),
+                  "cuMemcpyDtoDAsync (graph output)"));
+    const cuda::CUdeviceptr base = block->base;
+    std::shared_ptr<GrowableStorage> storage = growable(*block, base, r.bytes);
+    out[i] = std::make_shared<DeviceCarriedTensor>(
+        entry.outputs[i].dtype, r.shape, std::move(block), base, std::move(storage));
+  }
+  auto issued = std::chrono::steady_clock::now();
+  KIMI_RETURN_IF_ERROR(stream_->synchronize());
+  for (size_t i : toHost) {
+    const CapturedCall::Result &r = call.results[i];
+    KIMI_ASSIGN_OR_RETURN(HostBuffer host, HostBuffer::allocate(r.bytes));
+    if (r.bytes)
+      KIMI_RETURN_IF_ERROR(d.check(d.cuMemcpyDtoH(host.data, r.at, r.bytes),
+                                   "cuMemcpyDtoH (graph output)"));
+    out[i] = std::make_shared<HostCarriedTensor>(
+        HostTensor{entry.outputs[i].dtype, r.shape, std::move(host)});
+  }
+  using Ms = std::chrono::duration<double, std::milli>;
+  times.calls += 1;
+  times.graphReplays += 1;
+  times.issueMs += Ms(issued - started).count();
+  times.waitMs += Ms(std::chrono::steady_clock::now() - issued).count();
+  outputs = std::move(out);
+  return true;
 }
 
 } // namespace kimi::rt

@@ -18,6 +18,12 @@
 // which returns to the allocator when the last tensor on it is gone; cache
 // rows are appended device to device (appendRows).
 //
+// Decode graphs: an entry with a cache_length input whose caches may be
+// read padded is captured as a CUDA graph the first time a (padded length,
+// cache addresses) pair is seen after one direct call, and replayed after
+// that (docs/runtime-abi.md, "Decode graphs"). The graph owns its
+// temporaries and copies of the other inputs; the outputs are copied out.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KIMI_RUNTIME_CUDA_GPU_MODEL_EXECUTABLE_H
@@ -30,9 +36,11 @@
 #include "runtime/session/executable.h"
 #include "runtime/weights/weight_loader.h"
 
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 namespace kimi::rt {
@@ -49,6 +57,7 @@ public:
   StatusOr<cuda::CUdeviceptr> allocate(size_t bytes);
   /// With a stream: every allocation is filled with NaN (0x7fc00000) on it.
   void setPoison(const CudaStream *stream) { poison_ = stream; }
+  const CudaStream *poison() const { return poison_; }
   /// Returns a block from allocate() to the cache; an error for an address
   /// it did not hand out.
   Status release(cuda::CUdeviceptr address);
@@ -129,12 +138,28 @@ public:
 
   struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
   struct DeviceBlock; // one retained allocation of carried tensors
+  struct CapturedCall; // an entry call captured as a CUDA graph
+
+  /// Decode graphs (on unless KIMI_GPU_GRAPHS=0 when the executable is
+  /// created): cache views are padded to multiples of `bucketRows`
+  /// (KIMI_GPU_GRAPH_BUCKET, default 256) and at most `maxGraphs` graphs are
+  /// kept (KIMI_GPU_GRAPHS_KEPT, default 4; the least recently used goes).
+  void setGraphs(bool on, int64_t bucketRows = 256, size_t maxGraphs = 4);
+  /// Why the last capture failed (empty when none did); that entry then
+  /// runs directly.
+  std::string graphFailure() const;
 
 private:
   friend class DeviceCarriedTensor;
   GpuModelExecutable() = default;
   /// A retained block of at least `bytes` (mutex_ held).
   StatusOr<std::shared_ptr<DeviceBlock>> allocateBlock(size_t bytes) const;
+  /// runCarried as a replay of a captured graph; false (nothing done) when
+  /// this call cannot be one (mutex_ held).
+  StatusOr<bool> runAsGraph(const EntrySpec &entry, void *function,
+                            const std::vector<const CarriedTensor *> &inputs,
+                            int64_t tokens, const std::vector<bool> &keep,
+                            std::vector<CarriedRef> &outputs) const;
   /// Bytes at `address` in a host tensor (waits for the stream).
   StatusOr<HostTensor> download(cuda::CUdeviceptr address, DType dtype,
                                 const std::vector<int64_t> &shape) const;
@@ -153,6 +178,14 @@ private:
   int64_t weightBytes_ = 0;
   double weightSeconds_ = 0;
   mutable std::mutex mutex_;
+  bool graphs_ = true;
+  int64_t graphBucket_ = 256;
+  size_t maxGraphs_ = 4;
+  mutable std::map<std::string, int64_t> directCalls_; // by entry
+  mutable std::set<std::string> uncapturable_;         // entries
+  mutable std::string graphFailure_;
+  // Last: the graphs go before the stream and device they use.
+  mutable std::list<std::unique_ptr<CapturedCall>> captured_; // most recent first
 };
 
 } // namespace kimi::rt

@@ -69,6 +69,10 @@ using CarriedRef = std::shared_ptr<const CarriedTensor>;
 struct GrowableStorage {
   size_t capacity = 0;
   std::atomic<size_t> filled{0};
+  /// The bytes past `filled` (up to `capacity`) were zeroed when the storage
+  /// was made, and claims only write rows there: they are finite, so a
+  /// tensor may be read padded into them (a cache_length entry masks them).
+  bool zeroTail = false;
   /// Claims [from, to) for the tensor that ends at `from`: true when nothing
   /// was appended there since, and the capacity suffices.
   bool claim(size_t from, size_t to) {

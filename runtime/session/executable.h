@@ -78,6 +78,8 @@ public:
   struct CallTimes {
     int64_t calls = 0;
     double issueMs = 0, waitMs = 0;
+    /// Calls replayed as a CUDA graph, and graphs captured (GPU models).
+    int64_t graphReplays = 0, graphCaptures = 0;
   };
   virtual CallTimes callTimes() const { return {}; }
 };

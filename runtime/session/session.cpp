@@ -139,6 +139,22 @@ Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
     }
     inputs[in] = carried_[i].get();
   }
+  // cache_length: the rows of the caches as passed (all have the same).
+  std::unique_ptr<HostCarriedTensor> lengths;
+  for (size_t i = 0; i < entry.inputs.size(); ++i) {
+    if (entry.inputs[i].role != TensorRole::kCacheLength)
+      continue;
+    int64_t rows = 0;
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (slots_[s].role == TensorRole::kCache && carried_[s])
+        rows = carried_[s]->shape()[1];
+    KIMI_ASSIGN_OR_RETURN(HostBuffer buf, HostBuffer::allocate(size_t(batch_) * 4));
+    for (int64_t b = 0; b < batch_; ++b)
+      reinterpret_cast<int32_t *>(buf.data)[b] = static_cast<int32_t>(rows);
+    lengths = std::make_unique<HostCarriedTensor>(
+        HostTensor{DType::kI32, {batch_}, std::move(buf)});
+    inputs[i] = lengths.get();
+  }
 
   const size_t logitsOut = usePrefill ? prefillLogits_ : decodeLogits_;
   keep[logitsOut] = keepLogits;

@@ -97,6 +97,47 @@ func.func @mla_decode(%q: tensor<4x1x2x48xf32>, %cache: tensor<4x?x48xf32>, %kvb
 
 // -----
 
+// mla_decode with lengths: the limit is t + lengths[b] - T, read in the loop
+// (the lengths are an input of the row max and of the exponentials, indexed
+// by the batch), compared signed; no host read of the lengths.
+// CHECK-LABEL: func.func @mla_decode_lengths
+// CHECK-NOT: tensor.extract %
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[B:.*]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<4x2x1x?xf32>, tensor<4xi32>)
+// CHECK: arith.index_cast
+// CHECK: arith.cmpi sle
+// CHECK: arith.maximumf
+// CHECK: linalg.generic {{.*}}ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x2x1x?xf32>, tensor<4x2x1xf32>, tensor<4xi32>)
+// CHECK: arith.cmpi sle
+// CHECK: math.exp
+// CHECK-NOT: kimi.
+func.func @mla_decode_lengths(%q: tensor<4x1x2x48xf32>, %cache: tensor<4x?x48xf32>, %kvb: tensor<128x32xf32>, %len: tensor<4xi32>) -> tensor<4x1x2x32xf32> {
+  %d = kimi.mla_decode %q, %cache, %kvb lengths %len scale(0.07) : (tensor<4x1x2x48xf32>, tensor<4x?x48xf32>, tensor<128x32xf32>, tensor<4xi32>) -> tensor<4x1x2x32xf32>
+  return %d : tensor<4x1x2x32xf32>
+}
+
+// -----
+
+// cache_insert: one pass over [B, S + T, W]; the new rows are read where
+// lengths[b] <= p < lengths[b] + T, the cache where p < S, guarded (an empty
+// cache is never read), zero elsewhere.
+// CHECK-LABEL: func.func @cache_insert
+// CHECK: %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<1x?x48xbf16>
+// CHECK: linalg.generic {{.*}}ins(%{{.*}} : tensor<1xi32>) outs(%[[E]] : tensor<1x?x48xbf16>)
+// CHECK: arith.cmpi sge
+// CHECK: arith.cmpi slt
+// CHECK: scf.if
+// CHECK: tensor.extract %{{.*}} : tensor<1x2x48xbf16>
+// CHECK: scf.if
+// CHECK: tensor.extract %{{.*}} : tensor<1x?x48xbf16>
+// CHECK-NOT: kimi.
+func.func @cache_insert(%cache: tensor<1x?x48xbf16>, %rows: tensor<1x2x48xbf16>, %len: tensor<1xi32>) -> tensor<1x?x48xbf16> {
+  %c = kimi.cache_insert %rows into %cache lengths %len : (tensor<1x?x48xbf16>, tensor<1x2x48xbf16>, tensor<1xi32>) -> tensor<1x?x48xbf16>
+  return %c : tensor<1x?x48xbf16>
+}
+
+// -----
+
 // router: contraction + sigmoid, then top-k by rank: every expert counts
 // the experts ahead of it (greater score, or equal and lower index) and the
 // rank-j expert fills slot j. No host loop reads tensor elements.

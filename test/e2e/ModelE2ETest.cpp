@@ -408,6 +408,83 @@ TEST_P(ModelE2E, BatchedEntriesMatchOneSequenceEach) {
   }
 }
 
+// Artifacts with a cache_length input (kimi-compile --cache-lengths): a
+// decode call whose caches carry extra finite rows past cache_length gives
+// the logits and new rows of the exact call (the padding is masked), and
+// counting the padding as valid changes them (the check can fail).
+TEST_P(ModelE2E, PaddedCachesAreMasked) {
+  const EntrySpec *decode = artifact->findEntry("decode");
+  ASSERT_NE(decode, nullptr);
+  int lengthInput = -1;
+  for (size_t i = 0; i < decode->inputs.size(); ++i)
+    if (decode->inputs[i].role == TensorRole::kCacheLength)
+      lengthInput = int(i);
+  if (lengthInput < 0)
+    GTEST_SKIP() << "the artifact has no cache_length input";
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto exe = load();
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  auto session = Session::create(exe.value());
+  ASSERT_TRUE(session.isOk()) << session.status().message();
+  std::vector<int32_t> tokens = randomTokens(71);
+  ASSERT_TRUE(session.value()->prefill(tokens.data(), 70).isOk());
+  auto snap = session.value()->saveState();
+  ASSERT_TRUE(snap.isOk()) << snap.status().message();
+  const int64_t L = snap.value().length;
+
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> junk(-50.f, 50.f);
+  const int64_t pad = 13;
+  auto call = [&](bool padded, int32_t length, std::vector<HostTensor> &outs) {
+    HostBuffer tok = HostBuffer::allocate(4).value();
+    std::memcpy(tok.data, &tokens[70], 4);
+    HostBuffer len = HostBuffer::allocate(4).value();
+    std::memcpy(len.data, &length, 4);
+    std::vector<HostTensor> in(decode->inputs.size());
+    in[0] = HostTensor{DType::kI32, {1, 1}, tok};
+    in[lengthInput] = HostTensor{DType::kI32, {1}, len};
+    const auto &slots = session.value()->slots();
+    for (size_t s = 0; s < slots.size(); ++s) {
+      HostTensor t = snap.value().tensors[s]->toHost().value();
+      if (padded && slots[s].role == TensorRole::kCache) {
+        const size_t row = t.bytes() / size_t(t.shape[1]);
+        HostBuffer b = HostBuffer::allocate(t.bytes() + pad * row).value();
+        std::memcpy(b.data, t.data(), t.bytes());
+        float *tail = reinterpret_cast<float *>(b.data + t.bytes());
+        for (size_t i = 0; i < pad * row / 4; ++i)
+          tail[i] = junk(rng);
+        t = HostTensor{t.dtype, {1, t.shape[1] + pad, t.shape[2]}, b};
+      }
+      for (size_t i = 0; i < decode->inputs.size(); ++i)
+        if (decode->inputs[i].name == slots[s].name)
+          in[i] = t;
+    }
+    std::vector<const HostTensor *> ptrs;
+    for (const HostTensor &t : in)
+      ptrs.push_back(&t);
+    Status st = exe.value()->run("decode", ptrs, 1, outs);
+    ASSERT_TRUE(st.isOk()) << st.message();
+  };
+  std::vector<HostTensor> exact, padded, wrong;
+  ASSERT_NO_FATAL_FAILURE(call(false, int32_t(L), exact));
+  ASSERT_NO_FATAL_FAILURE(call(true, int32_t(L), padded));
+  ASSERT_NO_FATAL_FAILURE(call(true, int32_t(L + pad), wrong));
+  const int64_t V = config.vocab;
+  const float *a = reinterpret_cast<const float *>(exact[0].data());
+  std::vector<double> want(a, a + V);
+  const double err = relativeError(
+      reinterpret_cast<const float *>(padded[0].data()), want, 0, size_t(V));
+  const double unmasked = relativeError(
+      reinterpret_cast<const float *>(wrong[0].data()), want, 0, size_t(V));
+  std::printf("[ errors   ] padded cache vs exact %.3g; padding counted as "
+              "valid %.3g\n", err, unmasked);
+  EXPECT_LT(err, 1e-6);
+  EXPECT_GT(unmasked, 1e-3);
+  for (size_t o = 1; o < exact.size(); ++o)
+    EXPECT_EQ(std::memcmp(exact[o].data(), padded[o].data(), exact[o].bytes()), 0)
+        << "output " << decode->outputs[o].name;
+}
+
 TEST_P(ModelE2E, BadTokensAndWeightsAreRefusedByName) {
   ASSERT_NO_FATAL_FAILURE(writeWeights());
   auto exe = load();
@@ -442,6 +519,8 @@ INSTANTIATE_TEST_SUITE_P(
     // prefill step sorts its tokens by expert (the GPU target's default).
     ::testing::Values(ModelCase{"k3-tiny", false, true},
                       ModelCase{"k3-tiny", false, true, "k3-tiny-sorted"},
+                      // --cache-lengths (the GPU target's default).
+                      ModelCase{"k3-tiny", false, true, "k3-tiny-lengths"},
                       ModelCase{"kimi-linear-tiny", true, false}),
     [](const auto &info) {
       std::string name = info.param.artifactName();

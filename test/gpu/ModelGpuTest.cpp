@@ -10,7 +10,9 @@
 //  * on the GPU, prefill(N) then M decode steps equals prefill(N + M);
 //  * states and caches stay in device memory: snapshots fork and restore
 //    there (and from host copies), and device cache appends give the host's
-//    bytes for one and for several sequences.
+//    bytes for one and for several sequences;
+//  * decode steps replayed as CUDA graphs (small buckets: many captures,
+//    cache regrowth, evictions) give the logits of direct calls.
 // k3-tiny's artifacts are built with the tests; k3-mini's and k3-tiny-kda's
 // with `ninja kimi-<case>-gpu-artifacts` (the case skips without them).
 //
@@ -332,6 +334,61 @@ TEST_P(ModelGpu, SnapshotsForkOnTheDevice) {
   EXPECT_LT(eOther, 1e-4);
   EXPECT_LT(eNext, 1e-4);
   EXPECT_LT(eHost, 1e-4);
+}
+
+TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
+  KIMI_GPU_OR_SKIP(dev);
+  (void)dev;
+  const ModelCase &c = GetParam();
+  auto spec = read(gpuPath);
+  bool lengths = false;
+  for (const TensorSpec &t : spec->findEntry("decode")->inputs)
+    lengths |= t.role == TensorRole::kCacheLength;
+  if (!lengths)
+    GTEST_SKIP() << "the artifact has no cache_length input (--cache-lengths)";
+  auto direct = load(spec), graphed = load(spec);
+  ASSERT_TRUE(direct.isOk()) << direct.status().message();
+  ASSERT_TRUE(graphed.isOk()) << graphed.status().message();
+  direct.value()->setGraphs(false);
+  // Buckets of 8 rows, two graphs kept: 40 steps cross five buckets, the
+  // cache block regrows, and graphs are evicted and captured again.
+  graphed.value()->setGraphs(true, 8, 2);
+  std::mt19937 rng(seed);
+  std::vector<int32_t> prompt(c.prompt % 64 + 9), extra(40);
+  for (int32_t &t : prompt)
+    t = int32_t(rng() % uint32_t(spec->model.vocabSize));
+  for (int32_t &t : extra)
+    t = int32_t(rng() % uint32_t(spec->model.vocabSize));
+  auto sd = Session::create(direct.value());
+  auto sg = Session::create(graphed.value());
+  ASSERT_TRUE(sd.isOk() && sg.isOk());
+  std::vector<float> want = run(*sd.value(), prompt, extra);
+  std::vector<float> got = run(*sg.value(), prompt, extra);
+  ASSERT_EQ(want.size(), got.size());
+  const size_t V = size_t(spec->model.vocabSize);
+  double worst = 0;
+  for (size_t r = 0; r < got.size() / V; ++r)
+    worst = std::max(worst, relativeError(got, want, r * V, (r + 1) * V));
+  const Executable::CallTimes t = graphed.value()->callTimes();
+  std::printf("[ graphs   ] %lld replays, %lld captures; worst row %.3g%s%s\n",
+              (long long)t.graphReplays, (long long)t.graphCaptures, worst,
+              graphed.value()->graphFailure().empty() ? "" : "; ",
+              graphed.value()->graphFailure().c_str());
+  EXPECT_TRUE(graphed.value()->graphFailure().empty())
+      << graphed.value()->graphFailure();
+  EXPECT_GE(t.graphCaptures, 5);
+  EXPECT_GE(t.graphReplays, 30);
+  EXPECT_EQ(direct.value()->callTimes().graphReplays, 0);
+  EXPECT_LT(worst, 1e-5);
+
+  // A snapshot taken between replays stays valid: its branch continued
+  // later equals the same tokens run directly.
+  auto snap = sg.value()->saveState();
+  ASSERT_TRUE(snap.isOk());
+  std::vector<float> more = run(*sg.value(), {}, {extra[0], extra[1], extra[2]});
+  ASSERT_TRUE(sg.value()->restoreState(snap.value()).isOk());
+  std::vector<float> again = run(*sg.value(), {}, {extra[0], extra[1], extra[2]});
+  EXPECT_LT(relativeError(again, more, 0, more.size()), 1e-6);
 }
 
 TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {

@@ -119,6 +119,18 @@ TEST(Artifact, GridAndDataParallelRoundTrip) {
   EXPECT_EQ(sampleSpec().target.grid(), (std::vector<int32_t>{1}));
 }
 
+TEST(Artifact, CacheLengthInputValidates) {
+  ArtifactSpec spec = sampleSpec();
+  spec.entries[1].inputs.push_back(
+      {"cache_length", TensorRole::kCacheLength, DType::kI32, {1}});
+  auto bytes = ArtifactWriter(spec).finish();
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  auto back = ArtifactReader::readBytes(bytes.value().data(), bytes.value().size());
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  EXPECT_EQ(back.value().entries[1].inputs.back().role, TensorRole::kCacheLength);
+  EXPECT_STREQ(roleName(TensorRole::kCacheLength), "cache_length");
+}
+
 TEST(Artifact, RoundTrip) {
   const ArtifactSpec in = sampleSpec();
   std::vector<uint8_t> bytes = sampleBytes();
@@ -296,6 +308,32 @@ TEST(Artifact, SemanticChecksNameWhatAndWhere) {
       {"cache batch", [](ArtifactSpec &a) { a.entries[1].inputs[3].shape = {-1, 1, 40}; },
        "cache must have shape [B, L, ...] with a static batch B and the "
        "dynamic length L, got [-1, 1, 40]"},
+      {"cache_length dtype",
+       [](ArtifactSpec &a) {
+         a.entries[1].inputs.push_back({"cache_length", TensorRole::kCacheLength, DType::kI64, {1}});
+       },
+       "entry 1 'decode': input 4 'cache_length': cache_length must be i32, got i64"},
+      {"cache_length shape",
+       [](ArtifactSpec &a) {
+         a.entries[1].inputs.push_back({"cache_length", TensorRole::kCacheLength, DType::kI32, {1, 1}});
+       },
+       "cache_length must have shape [B] with a static batch B, got [1, 1]"},
+      {"cache_length batch",
+       [](ArtifactSpec &a) {
+         a.entries[1].inputs.push_back({"cache_length", TensorRole::kCacheLength, DType::kI32, {2}});
+       },
+       "input 4 'cache_length': cache_length [2] does not lead with the batch 1"},
+      {"cache_length output",
+       [](ArtifactSpec &a) {
+         a.entries[1].outputs.push_back({"cache_length", TensorRole::kCacheLength, DType::kI32, {1}});
+       },
+       "output 4 'cache_length': cache_length cannot be an output"},
+      {"two cache_lengths",
+       [](ArtifactSpec &a) {
+         a.entries[1].inputs.push_back({"cache_length", TensorRole::kCacheLength, DType::kI32, {1}});
+         a.entries[1].inputs.push_back({"cache_length2", TensorRole::kCacheLength, DType::kI32, {1}});
+       },
+       "input 5 'cache_length2': a second cache_length input"},
   };
   for (const SemanticCase &c : cases) {
     ArtifactSpec spec = sampleSpec();

@@ -195,6 +195,15 @@ cl::opt<int64_t> prefillChunk(
     cl::desc("0: @prefill takes a whole sequence from zero state; N: @prefill "
              "is a stateful step over N tokens (static shapes)"),
     cl::init(0), cl::cat(category));
+cl::opt<bool> cacheLengths(
+    "cache-lengths",
+    cl::desc("Stateful entries take cache_length [B] (i32), the valid rows of "
+             "the MLA caches, which may then be padded past it: new rows are "
+             "written at that length and attention masks the rest. Lets the "
+             "GPU runtime replay one CUDA graph of the decode step over a "
+             "range of lengths (default on for --target sm_90a without "
+             "--strategy, off otherwise)"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> frontPipeline(
     "front-pipeline",
     cl::desc("Passes run on kimi IR before lowering to CPU code (default: "
@@ -375,6 +384,12 @@ int main(int argc, char **argv) {
                             : options.prefillBatch;
   options.prefillChunk = cpu && prefillChunk == 0 ? (gpu ? 256 : 64)
                                                   : prefillChunk.getValue();
+  options.cacheLengths = cacheLengths.getNumOccurrences()
+                             ? cacheLengths.getValue()
+                             : gpu && strategy.empty();
+  if (options.cacheLengths && !strategy.empty())
+    return fail("--cache-lengths is not supported with --strategy (the "
+                "partitioned models keep exact cache lengths)");
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   registerCpuCodegenDialects(registry);

@@ -1022,6 +1022,56 @@ func.func @mla_decode_fewer_keys(%q: tensor<4x8x2x48xbf16>, %cache: tensor<4x4x4
 
 // -----
 
+func.func @mla_decode_lengths_batch(%q: tensor<4x1x2x48xbf16>, %cache: tensor<4x?x48xbf16>, %kvb: tensor<128x32xbf16>, %len: tensor<2xi32>) {
+  // expected-error @+1 {{'kimi.mla_decode' op batch mismatch: dimension 0 of 'lengths' is 2 but dimension 0 of 'cache' is 4}}
+  %d = kimi.mla_decode %q, %cache, %kvb lengths %len scale(0.07) : (tensor<4x1x2x48xbf16>, tensor<4x?x48xbf16>, tensor<128x32xbf16>, tensor<2xi32>) -> tensor<4x1x2x32xf32>
+  return
+}
+
+// -----
+
+func.func @mla_decode_lengths_rank(%q: tensor<4x1x2x48xbf16>, %cache: tensor<4x?x48xbf16>, %kvb: tensor<128x32xbf16>, %len: tensor<4x1xi32>) {
+  // expected-error @+1 {{'kimi.mla_decode' op 'lengths' must have rank 1 ([B]), got 'tensor<4x1xi32>'}}
+  %d = kimi.mla_decode %q, %cache, %kvb lengths %len scale(0.07) : (tensor<4x1x2x48xbf16>, tensor<4x?x48xbf16>, tensor<128x32xbf16>, tensor<4x1xi32>) -> tensor<4x1x2x32xf32>
+  return
+}
+
+// -----
+
+// kimi.cache_insert
+
+func.func @cache_insert_rows(%cache: tensor<1x16x48xf32>, %rows: tensor<1x2x48xf32>, %len: tensor<1xi32>) {
+  // expected-error @+1 {{'kimi.cache_insert' op dimension 1 of 'out' (cache rows S + new rows T) must be 18, got 17}}
+  %c = kimi.cache_insert %rows into %cache lengths %len : (tensor<1x16x48xf32>, tensor<1x2x48xf32>, tensor<1xi32>) -> tensor<1x17x48xf32>
+  return
+}
+
+// -----
+
+func.func @cache_insert_width(%cache: tensor<1x16x48xf32>, %rows: tensor<1x1x32xf32>, %len: tensor<1xi32>) {
+  // expected-error @+1 {{'kimi.cache_insert' op row width mismatch: dimension 2 of 'rows' is 32 but dimension 2 of 'cache' is 48}}
+  %c = kimi.cache_insert %rows into %cache lengths %len : (tensor<1x16x48xf32>, tensor<1x1x32xf32>, tensor<1xi32>) -> tensor<1x17x48xf32>
+  return
+}
+
+// -----
+
+func.func @cache_insert_batch(%cache: tensor<2x16x48xf32>, %rows: tensor<2x1x48xf32>, %len: tensor<1xi32>) {
+  // expected-error @+1 {{'kimi.cache_insert' op batch mismatch: dimension 0 of 'lengths' is 1 but dimension 0 of 'cache' is 2}}
+  %c = kimi.cache_insert %rows into %cache lengths %len : (tensor<2x16x48xf32>, tensor<2x1x48xf32>, tensor<1xi32>) -> tensor<2x17x48xf32>
+  return
+}
+
+// -----
+
+func.func @cache_insert_types(%cache: tensor<1x16x48xbf16>, %rows: tensor<1x1x48xf32>, %len: tensor<1xi32>) {
+  // expected-error @+1 {{'kimi.cache_insert' op 'cache', 'rows' and 'out' must share one element type, got 'bf16', 'f32' and 'bf16'}}
+  %c = kimi.cache_insert %rows into %cache lengths %len : (tensor<1x16x48xbf16>, tensor<1x1x48xf32>, tensor<1xi32>) -> tensor<1x17x48xbf16>
+  return
+}
+
+// -----
+
 func.func @mla_decode_rows_per_head(%q: tensor<4x1x3x48xbf16>, %cache: tensor<4x?x48xbf16>, %kvb: tensor<128x32xbf16>) {
   // expected-error @+1 {{'kimi.mla_decode' op 'kv_b_proj' has 128 rows, not a multiple of the 3 heads}}
   %d = kimi.mla_decode %q, %cache, %kvb scale(0.07) : (tensor<4x1x3x48xbf16>, tensor<4x?x48xbf16>, tensor<128x32xbf16>) -> tensor<4x1x3x32xf32>

@@ -98,6 +98,18 @@ func.func @mla(%q: tensor<1x8x2x48xbf16>, %ckv: tensor<1x8x32xbf16>, %kpe: tenso
 
 // -----
 
+// CHECK-LABEL: func.func @padded_cache
+// CHECK: kimi.cache_insert %{{.*}} into %{{.*}} lengths %{{.*}} : (tensor<4x16x48xbf16>, tensor<4x1x48xbf16>, tensor<4xi32>) -> tensor<4x17x48xbf16>
+// CHECK: kimi.mla_decode %{{.*}}, %{{.*}}, %{{.*}} gate %{{.*}} lengths %{{.*}} scale(0.072168783648703216) : (tensor<4x1x2x48xbf16>, tensor<4x17x48xbf16>, tensor<128x32xbf16>, tensor<4x1x2x32xbf16>, tensor<4xi32>) -> tensor<4x1x2x32xbf16>
+func.func @padded_cache(%q: tensor<4x1x2x48xbf16>, %cache: tensor<4x16x48xbf16>, %row: tensor<4x1x48xbf16>,
+                        %len: tensor<4xi32>, %valid: tensor<4xi32>, %kvb: tensor<128x32xbf16>, %gate: tensor<4x1x2x32xbf16>) {
+  %c = kimi.cache_insert %row into %cache lengths %len : (tensor<4x16x48xbf16>, tensor<4x1x48xbf16>, tensor<4xi32>) -> tensor<4x17x48xbf16>
+  %d = kimi.mla_decode %q, %c, %kvb gate %gate lengths %valid scale(0.072168783648703216) : (tensor<4x1x2x48xbf16>, tensor<4x17x48xbf16>, tensor<128x32xbf16>, tensor<4x1x2x32xbf16>, tensor<4xi32>) -> tensor<4x1x2x32xbf16>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @attn_res
 // CHECK: kimi.attn_res [%{{.*}}, %{{.*}}, %{{.*}}] query %{{.*}} norm %{{.*}} eps(1.000000e-05) : [tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>], tensor<1x64xbf16>, tensor<64xbf16> -> tensor<2x8x64xf32>
 func.func @attn_res(%a: tensor<2x8x64xf32>, %b: tensor<2x8x64xf32>, %c: tensor<2x8x64xf32>,
