@@ -30,7 +30,7 @@ if [ $tests = 1 ]; then
   KIMI_REQUIRE_GPU=1 ./kimi-gpu-blas-tests 2>&1 | grep -E "error|FAIL|PASSED" 
   KIMI_REQUIRE_GPU=1 KIMI_MODEL_GPU_ARTIFACT_DIR=$PWD/models ./kimi-gpu-model-tests \
     --gtest_filter="$filter" > "$out/model-tests.log" 2>&1
-  echo "model tests: rc $?"; grep -E "^\[ *(OK|FAILED|PASSED|errors) " "$out/model-tests.log" | head -30
+  echo "model tests: rc $?"; grep -E "^\[ *(OK|FAILED|PASSED|errors|graphs) " "$out/model-tests.log" | head -40
 fi
 b64=""
 [ -f k3-mini-b64.kimi ] && b64="--batch-artifact k3-mini-b64.kimi"
@@ -67,6 +67,12 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         print(os.path.basename(f), "unreadable:", e); continue
     p = j.get("prefill", {})
     d = j.get("decode", [])
-    ds = ", ".join("b%s %.2f ms" % (x.get("batch"), x.get("ms_per_step_median", x.get("ms", 0))) for x in d) if isinstance(d, list) else str(d)[:120]
+    def step(x):
+        s = "b%s %.2f ms" % (x.get("batch"), x.get("ms_per_step_median", x.get("ms", 0)))
+        if "ms_per_single_step_median" in x:
+            s += " (single step %.2f ms, %s replays, %s captures)" % (
+                x["ms_per_single_step_median"], x.get("graph_replays"), x.get("graph_captures"))
+        return s
+    ds = ", ".join(step(x) for x in d) if isinstance(d, list) else str(d)[:120]
     print("%-22s prefill %s: %s ms | %s" % (os.path.basename(f), p.get("tokens"), p.get("ms_median", p.get("ms")), ds))
 PY

@@ -222,7 +222,12 @@ CudaEvent::~CudaEvent() {
     (void)device_->driver().cuEventDestroy(event_);
 }
 
-Status CudaEvent::record(const CudaStream *stream) {
+Status CudaEvent::record(const CudaStream *stream, bool inGraph) {
+  if (inGraph) {
+    KIMI_CU(*device_, cuEventRecordWithFlags, event_,
+            stream ? stream->handle() : nullptr, 1u /*CU_EVENT_RECORD_EXTERNAL*/);
+    return Status::ok();
+  }
   KIMI_CU(*device_, cuEventRecord, event_, stream ? stream->handle() : nullptr);
   return Status::ok();
 }

@@ -136,8 +136,10 @@ public:
   ~CudaEvent();
   CudaEvent(const CudaEvent &) = delete;
   CudaEvent &operator=(const CudaEvent &) = delete;
-  /// Records on `stream` (nullptr: the default stream).
-  Status record(const CudaStream *stream = nullptr);
+  /// Records on `stream` (nullptr: the default stream). `inGraph`: while
+  /// `stream` is captured, as an event-record node of the graph
+  /// (CU_EVENT_RECORD_EXTERNAL), so that each replay records it.
+  Status record(const CudaStream *stream = nullptr, bool inGraph = false);
   Status synchronize() const;
   /// Milliseconds between two recorded events (waits for `end`).
   static StatusOr<float> elapsedMs(const CudaEvent &start, const CudaEvent &end);

@@ -106,6 +106,9 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
     "cuEventRecord")                                                           \
   X(cuEventSynchronize, cuda::CUresult (*)(cuda::CUevent),                     \
     "cuEventSynchronize")                                                      \
+  X(cuEventRecordWithFlags,                                                    \
+    cuda::CUresult (*)(cuda::CUevent, cuda::CUstream, unsigned),               \
+    "cuEventRecordWithFlags")                                                  \
   X(cuStreamBeginCapture,                                                      \
     cuda::CUresult (*)(cuda::CUstream, cuda::CUstreamCaptureMode),             \
     "cuStreamBeginCapture_v2")                                                 \

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <utility>
 
 namespace kimi::rt {
 
@@ -183,7 +184,9 @@ struct KernelProfile {
   double entryMs = 0;
   int64_t entryCalls = 0;
   int64_t hostReads = 0; // synchronising reads (kimi.host_read)
+  int64_t graphReplays = 0; // entry calls replayed as graphs
   Executable::CallTimes times; // kept with profiling off as well
+  bool inGraph = false; // the events become nodes of the graph captured
 
   /// Two recorded events bracket `launch`.
   template <typename Launch>
@@ -193,24 +196,29 @@ struct KernelProfile {
       KIMI_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> e, CudaEvent::create(device));
       events.push_back(std::move(e));
     }
-    KIMI_RETURN_IF_ERROR(events[used]->record(&stream));
+    KIMI_RETURN_IF_ERROR(events[used]->record(&stream, inGraph));
     KIMI_RETURN_IF_ERROR(launch());
-    KIMI_RETURN_IF_ERROR(events[used + 1]->record(&stream));
+    KIMI_RETURN_IF_ERROR(events[used + 1]->record(&stream, inGraph));
     pending.push_back({std::move(label), std::move(shape), used});
     used += 2;
     return Status::ok();
   }
   /// After the stream was synchronised: the pending times into the stats.
   void collect() {
-    for (Pending &p : pending) {
-      StatusOr<float> ms = CudaEvent::elapsedMs(*events[p.event], *events[p.event + 1]);
+    add(events, pending);
+    pending.clear();
+    used = 0;
+  }
+  /// The times of `recorded` (pairs of `in`) into the stats.
+  void add(const std::vector<std::unique_ptr<CudaEvent>> &in,
+           const std::vector<Pending> &recorded) {
+    for (const Pending &p : recorded) {
+      StatusOr<float> ms = CudaEvent::elapsedMs(*in[p.event], *in[p.event + 1]);
       Stat &st = stats[p.label];
       st.calls += 1;
       st.ms += ms.isOk() ? ms.value() : 0.0;
-      st.shape = std::move(p.shape);
+      st.shape = p.shape;
     }
-    pending.clear();
-    used = 0;
   }
 };
 
@@ -548,6 +556,7 @@ void GpuModelExecutable::clearProfile() {
   shim_->profile.entryMs = 0;
   shim_->profile.entryCalls = 0;
   shim_->profile.hostReads = 0;
+  shim_->profile.graphReplays = 0;
   shim_->profile.times = {};
 }
 
@@ -571,8 +580,13 @@ std::string GpuModelExecutable::profileReport(size_t top) const {
     total += r.second.ms;
     calls += r.second.calls;
   }
-  std::string out = "kernel profile (device time, CUDA events around each "
-                    "launch)\n";
+  std::string out =
+      "kernel profile (device time, CUDA events around each launch" +
+      std::string(p.graphReplays ? "; " + std::to_string(p.graphReplays) +
+                                       " calls replayed as graphs, their "
+                                       "events graph nodes"
+                                 : "") +
+      ")\n";
   char line[512];
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const auto &[name, st] = rows[i];
@@ -1097,6 +1111,10 @@ struct GpuModelExecutable::CapturedCall {
     std::vector<int64_t> shape;
   };
   std::vector<Result> results;
+  /// Profiled captures: the events recorded by the graph's nodes, and what
+  /// each pair brackets.
+  std::vector<std::unique_ptr<CudaEvent>> events;
+  std::vector<KernelProfile::Pending> timed;
   std::unique_ptr<CudaGraph> graph; // before the pool it uses
   ~CapturedCall() { graph.reset(); }
 };
@@ -1105,9 +1123,12 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     const EntrySpec &entry, void *function,
     const std::vector<const CarriedTensor *> &inputs, int64_t tokens,
     const std::vector<bool> &keep, std::vector<CarriedRef> &outputs) const {
-  // Profiles time each launch, collectives synchronise with the host, and
-  // kernel modules and cuBLASLt's choices are made by a direct call first.
-  if (!graphs_ || shim_->profile.on || comm_ || uncapturable_.count(entry.name) ||
+  // Collectives synchronise with the host, and kernel modules and
+  // cuBLASLt's choices are made by a direct call first. A profiled call is
+  // captured with its events as graph nodes: replayed without the host's
+  // gaps between launches, they time the kernels alone.
+  KernelProfile &profile = shim_->profile;
+  if (!graphs_ || comm_ || uncapturable_.count(entry.name) ||
       directCalls_[entry.name] == 0 || inputs.size() != entry.inputs.size())
     return false;
   bool lengths = false;
@@ -1115,7 +1136,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     lengths |= s.role == TensorRole::kCacheLength;
 
   // The key: each cache by address and padded rows, the rest by shape.
-  std::string key = entry.name;
+  std::string key = entry.name + (profile.on ? "|profiled" : "");
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   std::vector<cuda::CUdeviceptr> byReference(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -1178,10 +1199,19 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     shim_->error = Status::ok();
     shim_->allocator = call->pool.get();
     shim_->capturing = true;
+    // The profile's events of the captured call are the graph's own.
+    std::swap(profile.events, call->events);
+    std::swap(profile.pending, call->timed);
+    const size_t used = std::exchange(profile.used, 0);
+    profile.inGraph = true;
     StatusOr<std::unique_ptr<CudaGraph>> graph = CudaGraph::capture(
         *device_, *stream_,
         [&] { return callEntry(function, results.structPointer(), argPointers); },
         /*relaxed=*/true); // the call allocates from the pool
+    profile.inGraph = false;
+    std::swap(profile.events, call->events);
+    std::swap(profile.pending, call->timed);
+    profile.used = used;
     shim_->capturing = false;
     shim_->allocator = allocator_.get();
     Status st = graph.status();
@@ -1279,6 +1309,12 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
         HostTensor{entry.outputs[i].dtype, r.shape, std::move(host)});
   }
   using Ms = std::chrono::duration<double, std::milli>;
+  if (profile.on) {
+    profile.add(call.events, call.timed);
+    profile.entryMs += Ms(std::chrono::steady_clock::now() - started).count();
+    profile.entryCalls += 1;
+    profile.graphReplays += 1;
+  }
   times.calls += 1;
   times.graphReplays += 1;
   times.issueMs += Ms(issued - started).count();
