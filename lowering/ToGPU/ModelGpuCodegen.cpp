@@ -329,7 +329,9 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-    pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuWarpReductions());
+    kimi::KimiGpuWarpReductionsOptions reductions;
+    reductions.unroll = options.reductionUnroll;
+    pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuWarpReductions(reductions));
     kimi::KimiGpuMapLoopsOptions map;
     map.blockSize = options.blockSize;
     pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuMapLoops(map));

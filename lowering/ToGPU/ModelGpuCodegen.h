@@ -30,6 +30,13 @@ struct ModelGpuCodegenOptions {
   unsigned hostOptLevel = 2;
   /// Threads per block of the data-parallel kernels.
   int64_t blockSize = 256;
+  /// Iterations each lane of a few-output warp reduction keeps in flight
+  /// (kimi-gpu-warp-reductions{unroll}). A batch-1 decode step of k3-mini
+  /// has about 180 one-warp reductions (norms, AttnRes scores over 2,048
+  /// values); on the H200 its device time was 5.04 / 4.55 / 4.88 ms with
+  /// 8 / 16 / 32, but k3-mini built with 16 failed its comparison with the
+  /// CPU target once (unexplained; docs/perf/model.md), so 8 stays.
+  int64_t reductionUnroll = 8;
   /// kimi.kda through the generated KDA kernels (kimi-gpu-kda-kernels)
   /// rather than the linalg decomposition. Off by default: the model's
   /// logits with it do not match the CPU target yet (docs/lowering/gpu-model.md).

@@ -240,6 +240,12 @@ cl::opt<bool> gpuKdaKernels(
              "the CPU reference with the same bf16 rounding, --kda-bf16-io; "
              "off lowers it through linalg like the other ops)"),
     cl::init(false), cl::cat(category));
+cl::opt<int64_t> gpuReductionUnroll(
+    "gpu-reduction-unroll",
+    cl::desc("--target sm_90a models: iterations each lane of a reduction "
+             "with few outputs (norms, attention rows) keeps in flight "
+             "(kimi-gpu-warp-reductions{unroll}, default 8)"),
+    cl::init(8), cl::cat(category));
 cl::opt<int64_t> sortedExpertsMinTokens(
     "sorted-experts-min-tokens",
     cl::desc("Routed experts over at least this many tokens (prefill steps, "
@@ -447,6 +453,9 @@ int main(int argc, char **argv) {
       if (sortedExpertsMinTokens < 0)
         return fail("--sorted-experts-min-tokens must be >= 0");
       codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
+      if (gpuReductionUnroll < 1)
+        return fail("--gpu-reduction-unroll must be >= 1");
+      codegen.reductionUnroll = gpuReductionUnroll;
       std::string gpuIR, llvmIR;
       if (emit == Emit::Gpu)
         codegen.gpuIR = &gpuIR;
