@@ -35,7 +35,8 @@ struct ModelGpuCodegenOptions {
   /// has about 180 one-warp reductions (norms, AttnRes scores over 2,048
   /// values); on the H200 its device time was 5.04 / 4.55 / 4.88 ms with
   /// 8 / 16 / 32, but k3-mini built with 16 failed its comparison with the
-  /// CPU target once (unexplained; docs/perf/model.md), so 8 stays.
+  /// CPU target for one seed (and passed for another; docs/perf/model.md),
+  /// so 8 stays until more seeds say which.
   int64_t reductionUnroll = 8;
   /// kimi.kda through the generated KDA kernels (kimi-gpu-kda-kernels)
   /// rather than the linalg decomposition. Off by default: the model's
