@@ -121,12 +121,7 @@ Status CpuExecutable::run(const std::string &entryName,
   const std::string label = "entry " + quoted(entryName);
 
   // Inputs.
-  std::vector<size_t> inRanks, outRanks;
-  for (const TensorSpec &s : entry->inputs)
-    inRanks.push_back(s.shape.size());
-  for (const TensorSpec &s : entry->outputs)
-    outRanks.push_back(s.shape.size());
-  MemRefStruct args(inRanks);
+  MemRefStruct args(ranksOf(entry->inputs));
   std::vector<void *> argPointers;
   std::vector<Range> inputRanges;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -141,7 +136,7 @@ Status CpuExecutable::run(const std::string &entryName,
   }
 
   // Call.
-  MemRefStruct results(outRanks);
+  MemRefStruct results(ranksOf(entry->outputs));
   KIMI_RETURN_IF_ERROR(callEntry(fn->second, results.structPointer(), argPointers));
   // A failed collective: the outputs below are released, not returned.
   Status collectives =
@@ -170,10 +165,7 @@ Status CpuExecutable::run(const std::string &entryName,
     const std::string where = label + ": output " + std::to_string(i) + " " +
                               quoted(spec.name);
     MemRefView v = results.view(i);
-    std::vector<int64_t> expected = spec.shape;
-    for (int64_t &d : expected)
-      if (d == -1)
-        d = tokens;
+    const std::vector<int64_t> expected = callShape(spec, tokens);
     std::vector<int64_t> got = v.sizes();
     if (got != expected) {
       status = executionError(where + ": returned shape " + shapeToString(got) +

@@ -895,12 +895,7 @@ Status GpuModelExecutable::runCarried(
   // them shares it.
   std::map<cuda::CUdeviceptr, std::shared_ptr<DeviceBlock>> blocks;
 
-  std::vector<size_t> inRanks, outRanks;
-  for (const TensorSpec &s : entry->inputs)
-    inRanks.push_back(s.shape.size());
-  for (const TensorSpec &s : entry->outputs)
-    outRanks.push_back(s.shape.size());
-  MemRefStruct args(inRanks);
+  MemRefStruct args(ranksOf(entry->inputs));
   std::vector<void *> argPointers;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorSpec &spec = entry->inputs[i];
@@ -948,7 +943,7 @@ Status GpuModelExecutable::runCarried(
   // Call; the kernels run on the stream, then one synchronisation.
   *status_ = 0;
   shim_->error = Status::ok();
-  MemRefStruct results(outRanks);
+  MemRefStruct results(ranksOf(entry->outputs));
   auto started = std::chrono::steady_clock::now();
   Status called = callEntry(fn->second, results.structPointer(), argPointers);
   auto issued = std::chrono::steady_clock::now();
@@ -998,10 +993,7 @@ Status GpuModelExecutable::runCarried(
     const std::string where =
         label + ": output " + std::to_string(i) + " " + quoted(spec.name);
     MemRefView v = results.view(i);
-    std::vector<int64_t> expected = spec.shape;
-    for (int64_t &dim : expected)
-      if (dim == -1)
-        dim = tokens;
+    const std::vector<int64_t> expected = callShape(spec, tokens);
     if (v.sizes() != expected) {
       status = executionError(where + ": returned shape " +
                               shapeToString(v.sizes()) + ", expected " +
@@ -1115,8 +1107,7 @@ struct GpuModelExecutable::CapturedCall {
   /// each pair brackets.
   std::vector<std::unique_ptr<CudaEvent>> events;
   std::vector<KernelProfile::Pending> timed;
-  std::unique_ptr<CudaGraph> graph; // before the pool it uses
-  ~CapturedCall() { graph.reset(); }
+  std::unique_ptr<CudaGraph> graph; // last: destroyed before the pool it uses
 };
 
 StatusOr<bool> GpuModelExecutable::runAsGraph(
@@ -1177,12 +1168,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     call->key = key;
     call->pool = std::make_unique<DeviceAllocator>(*device_);
     call->pool->setPoison(allocator_->poison());
-    std::vector<size_t> inRanks, outRanks;
-    for (const TensorSpec &s : entry.inputs)
-      inRanks.push_back(s.shape.size());
-    for (const TensorSpec &s : entry.outputs)
-      outRanks.push_back(s.shape.size());
-    MemRefStruct args(inRanks), results(outRanks);
+    MemRefStruct args(ranksOf(entry.inputs)), results(ranksOf(entry.outputs));
     std::vector<void *> argPointers;
     for (size_t i = 0; i < inputs.size(); ++i) {
       cuda::CUdeviceptr at = byReference[i];
@@ -1223,10 +1209,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     for (size_t i = 0; i < entry.outputs.size() && st.isOk(); ++i) {
       const TensorSpec &spec = entry.outputs[i];
       MemRefView v = results.view(i);
-      std::vector<int64_t> expected = spec.shape;
-      for (int64_t &dim : expected)
-        if (dim == -1)
-          dim = tokens;
+      const std::vector<int64_t> expected = callShape(spec, tokens);
       int64_t numel = 0;
       checkedNumel(expected, numel);
       if (v.sizes() != expected || (numel > 0 && (!v.aligned() ||

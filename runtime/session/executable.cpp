@@ -47,6 +47,21 @@ Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
   return checkInput(spec, t->dtype, t->shape, t->bytes(), where);
 }
 
+std::vector<size_t> ranksOf(const std::vector<TensorSpec> &specs) {
+  std::vector<size_t> ranks;
+  for (const TensorSpec &s : specs)
+    ranks.push_back(s.shape.size());
+  return ranks;
+}
+
+std::vector<int64_t> callShape(const TensorSpec &spec, int64_t tokens) {
+  std::vector<int64_t> shape = spec.shape;
+  for (int64_t &d : shape)
+    if (d == -1)
+      d = tokens;
+  return shape;
+}
+
 Status checkEntryInput(const TensorSpec &spec, const CarriedTensor *t,
                        const std::string &where) {
   if (!t)

@@ -91,6 +91,12 @@ StatusOr<const EntrySpec *> entryForCall(const ArtifactSpec &artifact,
                                          const std::string &entry,
                                          size_t inputCount);
 
+/// The rank of each tensor of a signature (the memref descriptors' layout).
+std::vector<size_t> ranksOf(const std::vector<TensorSpec> &specs);
+/// The shape an output must have for a call of `tokens` tokens (its
+/// dynamic dimension is the token count).
+std::vector<int64_t> callShape(const TensorSpec &spec, int64_t tokens);
+
 /// Checks input `t` against its signature `spec` (dtype, rank, static
 /// dims, byte size); `where` names it in the error.
 Status checkEntryInput(const TensorSpec &spec, const HostTensor *t,
