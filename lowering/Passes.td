@@ -249,6 +249,56 @@ def KimiGpuKdaKernels : Pass<"kimi-gpu-kda-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run MLA over many queries through the generated flash-style kernel";
+  let description = [{
+    `kimi-compile --gpu-mla-kernels`. Every `kimi.mla` and every
+    `kimi.mla_decode` with at least `min-queries` queries (a prefill step;
+    one-token decode keeps the absorbed form, which reads the latent cache
+    once for all heads) becomes:
+
+    1. the expansion `kv = kimi.linear(ckv, kv_b_proj)` of the cached
+       latent rows into each head's `k_nope` and `v` (`[B, S, H * (dn + dv)]`,
+       a plain product for cuBLASLt), and
+    2. one launch of a generated causal attention kernel
+       (`gpu.module @kimi_mla_<n>`, docs/lowering/gpu-model.md, "MLA prefill
+       kernel"): grid (ceil(T / 64), H, B), four warps of 16 query rows;
+       per tile of 64 keys it stages `[k_nope | k_pe]` and `v` in shared
+       memory, forms the scores with `mma.sync` (f16 operands, f32
+       accumulation), applies the scale and the causal mask (query `t` sees
+       keys `s <= L - T + t`, `L` the `lengths` operand or `S`; only on the
+       tiles that straddle the diagonal), keeps an online softmax (running
+       row max and sum) and adds `P V`; the epilogue divides by the row sum
+       and applies the output gate.
+
+    Nothing of size `[T, S]` is materialised, and the key tiles past a
+    block's last visible key are not read. The kernel reads f16 copies of
+    the queries, the expansion and `k_pe` (made here, once per step) and
+    rounds `P` to f16; the softmax and all accumulation are f32, so the
+    result differs from the f32 decomposition by f16 rounding (11
+    significant bits; the activations must stay inside f16's range, which
+    normalised hidden states do). Ops whose
+    shapes the generator does not cover (head widths, shared memory, non-f32
+    tensors) stay, with a remark saying why, for `kimi-lower-to-linalg`.
+  }];
+  let options = [
+    Option<"minQueries", "min-queries", "int64_t", "16",
+           "MLA ops with fewer (static) queries keep the absorbed form">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 def KimiGpuWeightTable : Pass<"kimi-gpu-weight-table", "::mlir::ModuleOp"> {
   let summary = "Read weights through a runtime-filled table of device pointers";
   let description = [{

@@ -118,22 +118,12 @@ struct PrepBuffers {
 /// A rows times B rows (A B^T), on tensor cores: two m16n8 accumulators.
 std::array<Acc, 2> tileProductABt(KernelEmitter &e, Value aTile, Value bTile,
                                   int64_t dk, int64_t lds) {
-  Type bf16 = e.b.getBF16Type();
-  Value lane = e.laneId();
-  Value aRow = e.remu(lane, e.idx(16));
-  Value aColHalf = e.mul(e.divu(lane, e.idx(16)), e.idx(8));
-  Value mi = e.divu(lane, e.idx(8)), r = e.remu(lane, e.idx(8));
-  Value bRow = e.add(e.mul(e.divu(mi, e.idx(2)), e.idx(8)), r);
-  Value bColHalf = e.mul(e.remu(mi, e.idx(2)), e.idx(8));
   std::array<Acc, 2> acc = {e.zeroAcc(), e.zeroAcc()};
   for (int64_t kk = 0; kk < dk / 16; ++kk) {
-    Value aOff = e.add(e.mul(aRow, e.idx(lds)), e.add(aColHalf, e.idx(kk * 16)));
-    auto a = e.ldmatrix(e.sharedPtr(aTile, e.toI32(aOff), bf16), 4, false);
-    Value bOff = e.add(e.mul(bRow, e.idx(lds)), e.add(bColHalf, e.idx(kk * 16)));
-    auto bm = e.ldmatrix(e.sharedPtr(bTile, e.toI32(bOff), bf16), 4, false);
-    FragA fa = {a[0], a[1], a[2], a[3]};
-    acc[0] = e.mma(fa, {bm[0], bm[1]}, acc[0]);
-    acc[1] = e.mma(fa, {bm[2], bm[3]}, acc[1]);
+    FragA fa = e.fragA(aTile, e.idx(0), lds, e.idx(kk * 16));
+    auto bm = e.fragBRows(bTile, e.idx(0), lds, e.idx(kk * 16));
+    acc[0] = e.mma(fa, bm[0], acc[0]);
+    acc[1] = e.mma(fa, bm[1], acc[1]);
   }
   return acc;
 }

@@ -80,8 +80,6 @@ public:
     warp = e.divu(tid, e.idx(32));
     g = e.divu(lane, e.idx(4));
     tq = e.remu(lane, e.idx(4));
-    mi = e.divu(lane, e.idx(8));
-    r = e.remu(lane, e.idx(8));
     // blockIdx.x = head * valueSplit + part: this block's value columns.
     Value bx = e.blockId(mlir::gpu::Dimension::x);
     head = e.divu(bx, e.idx(s.valueSplit));
@@ -202,26 +200,6 @@ public:
         b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), tokens);
   }
 
-  /// B fragments (two n8 tiles) of a [16][ld] tile read as rows = n.
-  std::array<FragB, 2> fragBRows(Value tile, Value rowBase, int64_t ld, Value colBase) {
-    Value row = e.add(rowBase, e.add(e.mul(e.divu(mi, e.idx(2)), e.idx(8)), r));
-    Value col = e.add(colBase, e.mul(e.remu(mi, e.idx(2)), e.idx(8)));
-    auto m = e.ldmatrix(
-        e.sharedPtr(tile, e.toI32(e.add(e.mul(row, e.idx(ld)), col)), e.b.getBF16Type()),
-        4, false);
-    return {FragB{m[0], m[1]}, FragB{m[2], m[3]}};
-  }
-  /// B fragments (two n8 tiles along the columns) of a [16][ld] tile read as
-  /// rows = k (ldmatrix.trans).
-  std::array<FragB, 2> fragBCols(Value tile, Value rowBase, int64_t ld, Value colBase) {
-    Value row = e.add(rowBase, e.add(e.mul(e.remu(mi, e.idx(2)), e.idx(8)), r));
-    Value col = e.add(colBase, e.mul(e.divu(mi, e.idx(2)), e.idx(8)));
-    auto m = e.ldmatrix(
-        e.sharedPtr(tile, e.toI32(e.add(e.mul(row, e.idx(ld)), col)), e.b.getBF16Type()),
-        4, true);
-    return {FragB{m[0], m[1]}, FragB{m[2], m[3]}};
-  }
-
   /// One chunk on buffer `bsel`; returns the new state. Writes o rows of
   /// the chunk when the kernel has an output.
   SmallVector<Value> chunk(const RecurrenceArgs &a, const Segment &sg, Value ci,
@@ -236,11 +214,11 @@ public:
     std::array<Acc, 2> o = {e.zeroAcc(), e.zeroAcc()};
     for (int64_t kk = 0; kk < DK / 16; ++kk) {
       FragA fa = e.accToFragA(tileOf(2 * kk), tileOf(2 * kk + 1));
-      auto bk = fragBRows(t.kg, rowBase, t.lds, e.idx(kk * 16));
+      auto bk = e.fragBRows(t.kg, rowBase, t.lds, e.idx(kk * 16));
       p[0] = e.mma(fa, bk[0], p[0]);
       p[1] = e.mma(fa, bk[1], p[1]);
       if (withOutput) {
-        auto bq = fragBRows(t.qg, rowBase, t.lds, e.idx(kk * 16));
+        auto bq = e.fragBRows(t.qg, rowBase, t.lds, e.idx(kk * 16));
         o[0] = e.mma(fa, bq[0], o[0]);
         o[1] = e.mma(fa, bq[1], o[1]);
       }
@@ -254,12 +232,12 @@ public:
         x[nt][el] = e.fsub(e.toF32(e.load(t.v, vAt)), p[nt][el]);
       }
     FragA fx = e.accToFragA(x[0], x[1]);
-    auto bt = fragBRows(t.tmb, rowBase, kSmallLd, e.idx(0));
+    auto bt = e.fragBRows(t.tmb, rowBase, kSmallLd, e.idx(0));
     std::array<Acc, 2> vn = {e.mma(fx, bt[0], e.zeroAcc()),
                              e.mma(fx, bt[1], e.zeroAcc())};
     FragA fv = e.accToFragA(vn[0], vn[1]);
     if (withOutput) {
-      auto ba = fragBRows(t.aqk, rowBase, kSmallLd, e.idx(0));
+      auto ba = e.fragBRows(t.aqk, rowBase, kSmallLd, e.idx(0));
       o[0] = e.mma(fv, ba[0], o[0]);
       o[1] = e.mma(fv, ba[1], o[1]);
       const int64_t H = s.heads;
@@ -284,7 +262,7 @@ public:
         next[n * 4 + el] =
             e.fmul(next[n * 4 + el], e.load(t.gl, e.add(glBase, stateRow(n, el))));
     for (int64_t np = 0; np < DK / 16; ++np) {
-      auto bd = fragBCols(t.kd, rowBase, t.lds, e.idx(np * 16));
+      auto bd = e.fragBCols(t.kd, rowBase, t.lds, e.idx(np * 16));
       for (int half = 0; half < 2; ++half) {
         int64_t n = 2 * np + half;
         Acc acc = e.mma(fv, bd[half],
@@ -330,7 +308,7 @@ public:
   int64_t W, DK, cols;
   bool withOutput;
   RecurrenceTiles t;
-  Value tid, lane, warp, g, tq, mi, r, head, colBase;
+  Value tid, lane, warp, g, tq, head, colBase;
 };
 
 /// Argument types of the chunk operands every recurrence kernel reads, in

@@ -7,6 +7,7 @@
 #include "lowering/Passes.h"
 #include "lowering/ToGPU/KdaBf16Io.h"
 #include "lowering/ToGPU/KdaGpuProgram.h"
+#include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
@@ -105,25 +106,6 @@ struct KimiGpuKdaKernels
       if (gate && name == "dt_bias") return gate.getDtBias();
       return Value();
     };
-    // The kernels take flat buffers: tensors are collapsed to 1-D before
-    // their buffer is taken, and results expanded back.
-    auto flat = [&](Value t) -> Value {
-      auto type = cast<RankedTensorType>(t.getType());
-      if (type.getRank() == 1)
-        return t;
-      SmallVector<ReassociationIndices> all(1);
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all[0].push_back(d);
-      return tensor::CollapseShapeOp::create(b, loc, t, all);
-    };
-    auto unflat = [&](Value t, RankedTensorType type) -> Value {
-      if (type.getRank() == 1)
-        return t;
-      SmallVector<ReassociationIndices> all(1);
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all[0].push_back(d);
-      return tensor::ExpandShapeOp::create(b, loc, type, t, all);
-    };
     SmallVector<Value> buffers;
     Value outBuffer, stateBuffer;
     for (const rt::BufferSpec &spec : plan->buffers) {
@@ -143,8 +125,7 @@ struct KimiGpuKdaKernels
           return op.emitOpError("GPU KDA plan input '") << spec.name
                  << "' is " << t.getType() << ", the kernels expect "
                  << fullType;
-        buffer = bufferization::ToBufferOp::create(b, loc, type, flat(t),
-                                                   /*readOnly=*/true);
+        buffer = kimi::gpu::flatInputBuffer(b, loc, t);
         break;
       }
       case rt::BufferKind::kConstant: {
@@ -179,8 +160,7 @@ struct KimiGpuKdaKernels
         // The decode state is updated in place: in a copy, since the input
         // state belongs to the caller.
         buffer = memref::AllocOp::create(b, loc, type);
-        Value in = bufferization::ToBufferOp::create(
-            b, loc, type, flat(tensorFor(spec.name)), true);
+        Value in = kimi::gpu::flatInputBuffer(b, loc, tensorFor(spec.name));
         memref::CopyOp::create(b, loc, in, buffer);
         stateBuffer = buffer;
         break;
@@ -218,12 +198,10 @@ struct KimiGpuKdaKernels
     }
     auto asTensor = [&](Value buffer, Type full) {
       auto fullType = cast<RankedTensorType>(full);
-      Value t = bufferization::ToTensorOp::create(
-          b, loc,
-          RankedTensorType::get({fullType.getNumElements()},
-                                fullType.getElementType()),
-          buffer, /*restrict=*/true, /*writable=*/true);
-      return unflat(t, fullType);
+      SmallVector<OpFoldResult> sizes;
+      for (int64_t d : fullType.getShape())
+        sizes.push_back(b.getIndexAttr(d));
+      return kimi::gpu::tensorOfFlatBuffer(b, loc, buffer, fullType, sizes);
     };
     Value out = asTensor(outBuffer, kernelOp.getOut().getType());
     Value finalState = asTensor(stateBuffer, kernelOp.getFinalState().getType());

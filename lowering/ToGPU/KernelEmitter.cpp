@@ -149,18 +149,29 @@ SmallVector<Value, 4> KernelEmitter::ldmatrix(Value ptr, int num, bool transpose
   return regs;
 }
 
-Acc KernelEmitter::mma(const FragA &a, const FragB &bFrag, const Acc &c) {
+Acc KernelEmitter::mma(const FragA &a, const FragB &bFrag, const Acc &c,
+                       Type operand) {
   MLIRContext *ctx = b.getContext();
   Type f32Type = b.getF32Type();
   auto resultType =
       LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, f32Type));
   std::array<int64_t, 3> shape = {16, 8, 16};
-  std::array<NVVM::MMATypes, 2> types = {NVVM::MMATypes::bf16,
-                                         NVVM::MMATypes::bf16};
+  NVVM::MMATypes t = operand && operand.isF16() ? NVVM::MMATypes::f16
+                                                 : NVVM::MMATypes::bf16;
+  std::array<NVVM::MMATypes, 2> types = {t, t};
   std::array<NVVM::MMALayout, 2> layouts = {NVVM::MMALayout::row,
                                             NVVM::MMALayout::col};
+  // f16 operands are typed vector<2xf16> (bf16 ones packed i32).
+  SmallVector<Value, 4> aOps(a.begin(), a.end()), bOps(bFrag.begin(), bFrag.end());
+  if (t == NVVM::MMATypes::f16) {
+    auto half2 = VectorType::get({2}, b.getF16Type());
+    for (Value &v : aOps)
+      v = LLVM::BitcastOp::create(b, loc, half2, v);
+    for (Value &v : bOps)
+      v = LLVM::BitcastOp::create(b, loc, half2, v);
+  }
   Value res = NVVM::MmaOp::create(
-      b, loc, resultType, ValueRange(a), ValueRange(bFrag), ValueRange(c),
+      b, loc, resultType, ValueRange(aOps), ValueRange(bOps), ValueRange(c),
       shape, std::nullopt, std::nullopt, types, layouts);
   Acc out;
   for (int i = 0; i < 4; ++i)
@@ -169,10 +180,13 @@ Acc KernelEmitter::mma(const FragA &a, const FragB &bFrag, const Acc &c) {
 }
 
 Value KernelEmitter::packBf16(Value lo, Value hi) {
-  Type bf16 = b.getBF16Type();
-  auto vecType = VectorType::get({2}, bf16);
-  Value l = arith::TruncFOp::create(b, loc, bf16, lo);
-  Value h = arith::TruncFOp::create(b, loc, bf16, hi);
+  return packHalves(lo, hi, b.getBF16Type());
+}
+
+Value KernelEmitter::packHalves(Value lo, Value hi, Type type) {
+  auto vecType = VectorType::get({2}, type);
+  Value l = arith::TruncFOp::create(b, loc, type, lo);
+  Value h = arith::TruncFOp::create(b, loc, type, hi);
   Value v = vector::BroadcastOp::create(b, loc, vecType, l);
   v = vector::InsertOp::create(b, loc, h, v, ArrayRef<int64_t>{1});
   Value asInt = vector::BitCastOp::create(
@@ -180,14 +194,53 @@ Value KernelEmitter::packBf16(Value lo, Value hi) {
   return vector::ExtractOp::create(b, loc, asInt, ArrayRef<int64_t>{0});
 }
 
-FragA KernelEmitter::accToFragA(const Acc &left, const Acc &right) {
-  return {packBf16(left[0], left[1]), packBf16(left[2], left[3]),
-          packBf16(right[0], right[1]), packBf16(right[2], right[3])};
+FragA KernelEmitter::accToFragA(const Acc &left, const Acc &right,
+                                Type operand) {
+  Type t = operand ? operand : b.getBF16Type();
+  return {packHalves(left[0], left[1], t), packHalves(left[2], left[3], t),
+          packHalves(right[0], right[1], t), packHalves(right[2], right[3], t)};
 }
 
 Acc KernelEmitter::zeroAcc() {
   Value z = f32(0.0);
   return {z, z, z, z};
+}
+
+FragA KernelEmitter::fragA(Value tile, Value rowBase, int64_t ld,
+                           Value colBase) {
+  // Lanes 0-15 address rows 0-15 at column 0, lanes 16-31 at column 8.
+  Value lane = laneId();
+  Value row = add(rowBase, remu(lane, idx(16)));
+  Value col = add(colBase, mul(divu(lane, idx(16)), idx(8)));
+  auto m = ldmatrix(sharedPtr(tile, toI32(add(mul(row, idx(ld)), col)),
+                              b.getBF16Type()),
+                    4, false);
+  return {m[0], m[1], m[2], m[3]};
+}
+
+std::array<FragB, 2> KernelEmitter::fragBRows(Value tile, Value rowBase,
+                                              int64_t ld, Value colBase) {
+  return fragB(tile, rowBase, ld, colBase, /*kRows=*/false);
+}
+
+std::array<FragB, 2> KernelEmitter::fragBCols(Value tile, Value rowBase,
+                                              int64_t ld, Value colBase) {
+  return fragB(tile, rowBase, ld, colBase, /*kRows=*/true);
+}
+
+std::array<FragB, 2> KernelEmitter::fragB(Value tile, Value rowBase, int64_t ld,
+                                          Value colBase, bool kRows) {
+  // Matrix mi = lane / 8 covers n 8 (mi / 2) .. and k 8 (mi % 2) ..; the
+  // tile's rows are n (k contiguous) or, transposed, k.
+  Value lane = laneId();
+  Value mi = divu(lane, idx(8)), r = remu(lane, idx(8));
+  Value n = mul(divu(mi, idx(2)), idx(8)), k = mul(remu(mi, idx(2)), idx(8));
+  Value row = add(rowBase, add(kRows ? k : n, r));
+  Value col = add(colBase, kRows ? n : k);
+  auto m = ldmatrix(sharedPtr(tile, toI32(add(mul(row, idx(ld)), col)),
+                              b.getBF16Type()),
+                    4, kRows);
+  return {FragB{m[0], m[1]}, FragB{m[2], m[3]}};
 }
 
 void KernelEmitter::barrier() { mlir::gpu::BarrierOp::create(b, loc); }

@@ -107,21 +107,41 @@ public:
   /// (this lane's row address); `num` i32 results.
   llvm::SmallVector<mlir::Value, 4> ldmatrix(mlir::Value ptr, int num,
                                              bool transpose);
-  /// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: c += a * b.
-  Acc mma(const FragA &a, const FragB &bFrag, const Acc &c);
+  /// `mma.sync.aligned.m16n8k16.row.col.f32.<t>.<t>.f32`: c += a * b, with
+  /// operands of `operand` type: bf16 (null, the default) or f16.
+  Acc mma(const FragA &a, const FragB &bFrag, const Acc &c,
+          mlir::Type operand = {});
   /// Two f32 rounded to bf16 and packed into one i32 (`lo` in the low half).
   mlir::Value packBf16(mlir::Value lo, mlir::Value hi);
+  /// The same in a 16-bit float `type` (bf16 or f16).
+  mlir::Value packHalves(mlir::Value lo, mlir::Value hi, mlir::Type type);
   /// The A fragment of a 16 x 16 block whose two 16 x 8 halves are the
   /// accumulators `left` (columns 0-7) and `right` (columns 8-15): the
-  /// register-level reuse of an mma result as the next mma's A operand.
-  FragA accToFragA(const Acc &left, const Acc &right);
+  /// register-level reuse of an mma result as the next mma's A operand,
+  /// rounded to `operand` (bf16 when null, or f16).
+  FragA accToFragA(const Acc &left, const Acc &right, mlir::Type operand = {});
   Acc zeroAcc();
+
+  /// The A operand of the 16 x 16 block at (rowBase, colBase) of a bf16
+  /// shared tile with row stride `ld` (ldmatrix.x4).
+  FragA fragA(mlir::Value tile, mlir::Value rowBase, int64_t ld,
+              mlir::Value colBase);
+  /// The B operands of two n8 tiles of a bf16 shared tile whose rows are n
+  /// (k contiguous): n rows rowBase .. +16, k columns colBase .. +16.
+  std::array<FragB, 2> fragBRows(mlir::Value tile, mlir::Value rowBase,
+                                 int64_t ld, mlir::Value colBase);
+  /// The same of a tile whose rows are k (ldmatrix.trans): k rows
+  /// rowBase .. +16, n columns colBase .. +16.
+  std::array<FragB, 2> fragBCols(mlir::Value tile, mlir::Value rowBase,
+                                 int64_t ld, mlir::Value colBase);
 
   /// `gpu.barrier`.
   void barrier();
 
 private:
   mlir::Value constLike(mlir::Value like, int64_t v);
+  std::array<FragB, 2> fragB(mlir::Value tile, mlir::Value rowBase, int64_t ld,
+                             mlir::Value colBase, bool kRows);
 };
 
 /// Creates `gpu.func @name` (a kernel, with `known_block_size`) at the end

@@ -311,6 +311,8 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     front += std::string(front.empty() ? "" : ",") +
              "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
              "}";
+  if (options.mlaKernels)
+    front += std::string(front.empty() ? "" : ",") + "kimi-gpu-mla-kernels";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,
@@ -337,6 +339,11 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuMapLoops(map));
     pm.addPass(createConvertParallelLoopToGpuPass());
     pm.addPass(kimi::createKimiGpuSerialKernels());
+    // Constants and dims used by a launch body (loop bounds, the divisors
+    // that delinearise a collapsed index) move into it before outlining:
+    // as kernel arguments they were opaque, and every thread of every
+    // generic kernel ran 64-bit divisions by run-time values.
+    pm.addPass(createGpuLaunchSinkIndexComputationsPass());
     pm.addPass(createGpuKernelOutliningPass());
     if (failed(pm.run(module)))
       return diagnostics.fail("mapping loops to kernels (GPU)");

@@ -42,6 +42,10 @@ struct ModelGpuCodegenOptions {
   /// rather than the linalg decomposition. Off by default: the model's
   /// logits with it do not match the CPU target yet (docs/lowering/gpu-model.md).
   bool kdaKernels = false;
+  /// kimi.mla and prefill-sized kimi.mla_decode through the generated
+  /// flash-style kernel (kimi-gpu-mla-kernels; f16 tensor-core products
+  /// inside) rather than the absorbed linalg decomposition.
+  bool mlaKernels = false;
   /// Multiprocessors the KDA launch planning assumes.
   int smCount = 132;
   /// Routed experts over at least this many tokens (prefill steps, batched

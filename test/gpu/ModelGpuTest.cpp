@@ -14,7 +14,8 @@
 //  * decode steps replayed as CUDA graphs (small buckets: many captures,
 //    cache regrowth, evictions) give the logits of direct calls.
 // k3-tiny's artifacts are built with the tests; k3-mini's and k3-tiny-kda's
-// with `ninja kimi-<case>-gpu-artifacts` (the case skips without them).
+// with `ninja kimi-<case>-gpu-artifacts`, the -mla cases' with `ninja
+// kimi-mla-gpu-artifacts` (a case skips without them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +57,9 @@ struct ModelCase {
   /// 0.78x to 1.37x; the bound is 2x. A fault in the kernels' use (layouts,
   /// chunk states) gives errors of order 1, several times the floor.
   const char *unroundedCpu = nullptr;
+  /// The CPU artifact compared with (default: the case's own), for GPU
+  /// variants of one model (k3-tiny-mla against k3-tiny-cpu).
+  const char *cpu = nullptr;
 };
 
 /// KIMI_MODEL_GPU_ARTIFACT_DIR (environment) overrides the build's folder,
@@ -82,11 +86,13 @@ protected:
   void SetUp() override {
     const ModelCase &c = GetParam();
     gpuPath = artifactPath(std::string(c.name) + "-gpu");
-    cpuPath = artifactPath(std::string(c.name) + "-cpu");
+    cpuPath = artifactPath(std::string(c.cpu ? c.cpu : c.name) + "-cpu");
     if (!std::filesystem::exists(gpuPath) || !std::filesystem::exists(cpuPath))
       GTEST_SKIP() << c.name << " artifacts not built (" << gpuPath
                    << "): ninja kimi-" << c.name << "-gpu-artifacts";
-    seed = std::random_device{}();
+    // KIMI_TEST_SEED reproduces a printed seed.
+    const char *fixed = std::getenv("KIMI_TEST_SEED");
+    seed = fixed ? unsigned(std::strtoul(fixed, nullptr, 10)) : std::random_device{}();
     std::printf("[ seed     ] %u\n", seed);
   }
   void TearDown() override {
@@ -450,11 +456,19 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 // k3-tiny-kda: k3-tiny with the generated KDA kernels (--gpu-kda-kernels)
 // against the CPU target with their bf16 I/O rounding (--kda-bf16-io),
 // bounded by what that rounding changes (k3-tiny-cpu, unrounded).
+// k3-tiny-mla / k3-mini-mla: MLA prefill through the generated kernel
+// (--gpu-mla-kernels; f16 products inside) in 96- / 64-token steps, against
+// the plain CPU artifacts, with a median-row bound of 5e-4 for its rounding
+// (measured on the H200: 4.6e-5 and 6.2e-5; bf16 operands gave 1e-3).
 INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                          ::testing::Values(ModelCase{"k3-tiny", 300, 6},
                                            ModelCase{"k3-mini", 70, 3},
                                            ModelCase{"k3-tiny-kda", 300, 6, 0,
-                                                     "k3-tiny"}),
+                                                     "k3-tiny"},
+                                           ModelCase{"k3-tiny-mla", 300, 6, 5e-4,
+                                                     nullptr, "k3-tiny"},
+                                           ModelCase{"k3-mini-mla", 70, 3, 5e-4,
+                                                     nullptr, "k3-mini"}),
                          [](const auto &info) {
                            std::string n = info.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');

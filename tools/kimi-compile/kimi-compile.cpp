@@ -240,6 +240,14 @@ cl::opt<bool> gpuKdaKernels(
              "the CPU reference with the same bf16 rounding, --kda-bf16-io; "
              "off lowers it through linalg like the other ops)"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> gpuMlaKernels(
+    "gpu-mla-kernels",
+    cl::desc("--target sm_90a models: run MLA prefill (kimi.mla, and "
+             "kimi.mla_decode over 16 or more queries) through the generated "
+             "flash-style kernel (kimi-gpu-mla-kernels: f16 tensor-core "
+             "products, f32 softmax; default off: the absorbed f32 "
+             "decomposition)"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> gpuReductionUnroll(
     "gpu-reduction-unroll",
     cl::desc("--target sm_90a models: iterations each lane of a reduction "
@@ -448,6 +456,7 @@ int main(int argc, char **argv) {
                     gpuMatmulPrecision + "'");
       codegen.matmulPrecision = gpuMatmulPrecision;
       codegen.kdaKernels = gpuKdaKernels;
+      codegen.mlaKernels = gpuMlaKernels;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
       if (sortedExpertsMinTokens < 0)

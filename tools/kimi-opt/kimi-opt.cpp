@@ -2,7 +2,8 @@
 //
 // Parses, verifies, transforms and prints IR of the kimi dialect together
 // with the upstream dialects a model uses (func, arith, math, tensor) and
-// those the lowering produces (linalg, scf).
+// those the lowering produces (linalg, scf, and the gpu, nvvm and vector ops
+// of the generated kernels).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +40,8 @@ int main(int argc, char **argv) {
                   mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
                   mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
                   mlir::affine::AffineDialect,
-                  mlir::bufferization::BufferizationDialect>();
+                  mlir::bufferization::BufferizationDialect,
+                  mlir::vector::VectorDialect, mlir::NVVM::NVVMDialect>();
 
   // Generic upstream passes that are useful on kimi IR.
   mlir::registerCanonicalizerPass();

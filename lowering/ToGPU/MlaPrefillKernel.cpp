@@ -1,0 +1,378 @@
+//===- MlaPrefillKernel.cpp - flash-style causal MLA for many queries -----===//
+//
+// One block per (64 queries, head, sequence); four warps of 16 query rows.
+// The block stages its queries once in shared memory (f16, 16-byte pieces)
+// and keeps them as tensor-core A fragments in registers; then, per tile of
+// 64 keys, it stages [k_nope | k_pe] and v and each warp forms its 16 x 64 scores (mma.sync, f32), masks
+// them causally, updates the running row max m and sum l (online softmax,
+// in base 2), rescales its output accumulators and adds P V with P taken
+// straight from the score registers. The epilogue divides by l and applies
+// the output gate. Key tiles past the block's last visible key are never
+// read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/ToGPU/MlaPrefillKernel.h"
+#include "lowering/ToGPU/KernelEmitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <tuple>
+#include <limits>
+#include <numeric>
+
+using namespace mlir;
+
+namespace kimi::gpu {
+
+namespace {
+constexpr int64_t kPad = 8; // f16 elements of row padding: no bank conflicts
+constexpr int64_t kSharedBytes = 48 * 1024;
+} // namespace
+
+LogicalResult verifyMlaPrefillShape(const MlaPrefillShape &s, std::string &why) {
+  auto fail = [&](const std::string &msg) {
+    why = msg;
+    return failure();
+  };
+  if (s.heads <= 0)
+    return fail("heads must be positive");
+  if (s.nope <= 0 || s.nope % 8 != 0 || s.rope < 0 || s.rope % 8 != 0 ||
+      s.dq() % 16 != 0)
+    return fail("qk head width " + std::to_string(s.nope) + " + " +
+                std::to_string(s.rope) +
+                ": the kernel needs multiples of 8 summing to a multiple of 16");
+  if (s.dv <= 0 || s.dv % 16 != 0)
+    return fail("v head width " + std::to_string(s.dv) +
+                ": the kernel needs a multiple of 16");
+  int64_t shared = 2 * kMlaTileKeys * (s.dq() + kPad + s.dv + kPad);
+  if (shared > kSharedBytes)
+    return fail("qk width " + std::to_string(s.dq()) + " and v width " +
+                std::to_string(s.dv) + " need " + std::to_string(shared) +
+                " bytes of shared memory per block, over 48 KiB");
+  // Registers per thread: query fragments dq / 4, output dv / 2, scores 32.
+  if (s.dq() / 4 + s.dv / 2 > 160)
+    return fail("qk width " + std::to_string(s.dq()) + " and v width " +
+                std::to_string(s.dv) + " do not fit the kernel's registers");
+  return success();
+}
+
+namespace {
+
+struct MlaPrefillEmitter {
+  MlaPrefillEmitter(OpBuilder &b, Location loc, const MlaPrefillShape &s)
+      : e(b, loc), s(s), dq(s.dq()), ldk(s.dq() + kPad), ldv(s.dv + kPad) {}
+
+  KernelEmitter e;
+  const MlaPrefillShape &s;
+  const int64_t dq, ldk, ldv;
+  Value q, kv, pe, gate, lengths, out, B, T, S;
+  Value kTile, vTile; // shared [64][ldk] (queries first, then keys), [64][ldv]
+  Value tid, lane, warp, g, tq, seq, head, t0;
+
+  /// Copies a [64][cols] f16 region into columns [dstCol, dstCol + cols) of
+  /// a shared tile in 16-byte pieces (8 halves), every load of a thread in
+  /// flight before the first store: `source(row, col)` gives (element
+  /// index, in bounds); rows out of bounds are zeros.
+  void stage(Value tile, int64_t ld, int64_t dstCol, int64_t cols,
+             const std::function<std::pair<Value, Value>(Value, Value)> &source,
+             Value memref) {
+    if (cols == 0)
+      return;
+    OpBuilder &b = e.b;
+    auto vecType = VectorType::get({8}, b.getF16Type());
+    const int64_t piecesPerRow = cols / 8;
+    const int64_t total = kMlaBlockQueries * piecesPerRow;
+    const int64_t steps = (total + kMlaThreads - 1) / kMlaThreads;
+    Value zeros = arith::ConstantOp::create(
+        b, e.loc, DenseElementsAttr::get(vecType, b.getF16FloatAttr(0.0)));
+    SmallVector<std::tuple<Value, Value, Value>> loaded; // value, index, stored
+    for (int64_t u = 0; u < steps; ++u) {
+      Value piece = e.add(tid, e.idx(u * kMlaThreads));
+      Value row = e.divu(piece, e.idx(piecesPerRow));
+      Value col = e.mul(e.remu(piece, e.idx(piecesPerRow)), e.idx(8));
+      auto [at, valid] = source(row, col);
+      Value exists = total % kMlaThreads ? e.ult(piece, e.idx(total)) : Value();
+      if (exists)
+        valid = e.andI(valid, exists);
+      // A clamped address keeps the load in bounds; its value is dropped.
+      Value v = vector::LoadOp::create(b, e.loc, vecType, memref,
+                                       ValueRange{e.select(valid, at, e.idx(0))},
+                                       /*nontemporal=*/false, llvm::MaybeAlign(16));
+      v = arith::SelectOp::create(b, e.loc, valid, v, zeros);
+      loaded.push_back({v, e.add(e.mul(row, e.idx(ld)), e.add(col, e.idx(dstCol))),
+                        exists});
+    }
+    for (auto &[v, index, exists] : loaded) {
+      // Pieces past the tile (a partial last step) have no place to go.
+      std::optional<OpBuilder::InsertionGuard> guard;
+      if (exists) {
+        auto inTile = scf::IfOp::create(b, e.loc, exists, false);
+        guard.emplace(b);
+        b.setInsertionPointToStart(&inTile.getThenRegion().front());
+      }
+      vector::StoreOp::create(b, e.loc, v, tile, ValueRange{index},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    }
+  }
+
+  void emit(mlir::gpu::GPUModuleOp module, StringRef name) {
+    OpBuilder &b = e.b;
+    Type f16 = b.getF16Type();
+    const int64_t H = s.heads, dn = s.nope, dv = s.dv;
+    const int64_t kvw = H * (dn + dv);
+    kTile = e.sharedBuffer(module, (name + "_k").str(), kMlaTileKeys * ldk, f16);
+    vTile = e.sharedBuffer(module, (name + "_v").str(), kMlaTileKeys * ldv, f16);
+    tid = e.threadId();
+    lane = e.laneId();
+    warp = e.divu(tid, e.idx(32));
+    g = e.divu(lane, e.idx(4));
+    tq = e.remu(lane, e.idx(4));
+    t0 = e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kMlaBlockQueries));
+    head = e.blockId(mlir::gpu::Dimension::y);
+    seq = e.blockId(mlir::gpu::Dimension::z);
+    // Valid rows L and the position offset L - T of the queries (signed).
+    Value L = s.hasLengths ? e.toIndex(e.load(lengths, seq)) : S;
+    Value offset = e.sub(L, T);
+    auto sle = [&](Value a, Value c) {
+      return arith::CmpIOp::create(b, e.loc, arith::CmpIPredicate::sle, a, c);
+    };
+    auto slt = [&](Value a, Value c) {
+      return arith::CmpIOp::create(b, e.loc, arith::CmpIPredicate::slt, a, c);
+    };
+
+    // Queries -> shared -> A fragments (dq / 16 of them per warp).
+    stage(kTile, ldk, 0, dq,
+          [&](Value row, Value col) {
+            Value t = e.add(t0, row);
+            Value at = e.add(e.mul(e.add(e.mul(e.add(e.mul(seq, T), t), e.idx(H)), head),
+                                   e.idx(dq)),
+                             col);
+            return std::make_pair(at, e.ult(t, T));
+          },
+          q);
+    e.barrier();
+    Value warpRow = e.mul(warp, e.idx(16));
+    SmallVector<FragA> qFrags;
+    for (int64_t ks = 0; ks < dq / 16; ++ks)
+      qFrags.push_back(e.fragA(kTile, warpRow, ldk, e.idx(ks * 16)));
+
+    // Key tiles up to the block's last visible key (offset + last query).
+    Value lastQuery = e.sub(e.minu(e.add(t0, e.idx(kMlaBlockQueries)), T), e.idx(1));
+    Value visibleKeys = e.add(e.add(offset, lastQuery), e.idx(1));
+    visibleKeys = arith::MinSIOp::create(b, e.loc, visibleKeys, S);
+    visibleKeys = arith::MaxSIOp::create(b, e.loc, visibleKeys, e.idx(0));
+    Value tiles = e.divu(e.add(visibleKeys, e.idx(kMlaTileKeys - 1)),
+                         e.idx(kMlaTileKeys));
+
+    const int64_t nTiles = kMlaTileKeys / 8, oTiles = dv / 8;
+    // Running max starts finite: a row whose first tile is all masked then
+    // gives exp2(-inf - m) = 0 rather than NaN.
+    SmallVector<Value> init = {e.f32(-1e30), e.f32(-1e30), e.f32(0.0), e.f32(0.0)};
+    for (int64_t i = 0; i < oTiles * 4; ++i)
+      init.push_back(e.f32(0.0));
+    const double log2e = 1.4426950408889634;
+    Value scale2 = e.f32(s.scale * log2e);
+    Value negInf = e.f32(-std::numeric_limits<double>::infinity());
+    // The two query rows of this lane (t of the accumulators' el / 2).
+    std::array<Value, 2> rowT = {e.add(t0, e.add(warpRow, g)),
+                                 e.add(t0, e.add(warpRow, e.add(g, e.idx(8))))};
+    std::array<Value, 2> limit = {e.add(offset, rowT[0]), e.add(offset, rowT[1])};
+
+    auto loop = scf::ForOp::create(b, e.loc, e.idx(0), tiles, e.idx(1), init);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value j = loop.getInductionVar();
+      ValueRange it = loop.getRegionIterArgs();
+      Value key0 = e.mul(j, e.idx(kMlaTileKeys));
+      // The previous tile's readers (and the query fragments) are done.
+      e.barrier();
+      auto keyRow = [&](Value row) {
+        Value sIdx = e.add(key0, row);
+        return std::make_pair(e.add(e.mul(seq, S), sIdx), e.ult(sIdx, S));
+      };
+      stage(kTile, ldk, 0, dn,
+            [&](Value row, Value col) {
+              auto [r, valid] = keyRow(row);
+              Value at = e.add(e.add(e.mul(r, e.idx(kvw)), e.mul(head, e.idx(dn + dv))), col);
+              return std::make_pair(at, valid);
+            },
+            kv);
+      stage(kTile, ldk, dn, s.rope,
+            [&](Value row, Value col) {
+              auto [r, valid] = keyRow(row);
+              Value at = e.add(e.mul(r, e.idx(s.rope)), col);
+              return std::make_pair(at, valid);
+            },
+            pe);
+      stage(vTile, ldv, 0, dv,
+            [&](Value row, Value col) {
+              auto [r, valid] = keyRow(row);
+              Value at = e.add(e.add(e.mul(r, e.idx(kvw)),
+                                     e.add(e.mul(head, e.idx(dn + dv)), e.idx(dn))),
+                               col);
+              return std::make_pair(at, valid);
+            },
+            kv);
+      e.barrier();
+
+      // Scores: 16 x 64 per warp, eight n8 tiles.
+      SmallVector<Acc> sc(nTiles, e.zeroAcc());
+      for (int64_t ks = 0; ks < dq / 16; ++ks)
+        for (int64_t np = 0; np < nTiles / 2; ++np) {
+          auto bk = e.fragBRows(kTile, e.idx(np * 16), ldk, e.idx(ks * 16));
+          sc[2 * np] = e.mma(qFrags[ks], bk[0], sc[2 * np], f16);
+          sc[2 * np + 1] = e.mma(qFrags[ks], bk[1], sc[2 * np + 1], f16);
+        }
+      // Scale (base 2) and causal mask. Only the tiles on the diagonal (or
+      // past S) need the mask: the test is uniform over the warp, whose
+      // first row sees the fewest keys.
+      Value lastKey = e.add(key0, e.idx(kMlaTileKeys - 1));
+      Value whole = e.andI(sle(lastKey, e.add(offset, e.add(t0, warpRow))),
+                           slt(lastKey, S));
+      SmallVector<Type> scoreTypes(nTiles * 4, b.getF32Type());
+      auto masking = scf::IfOp::create(b, e.loc, scoreTypes, whole, true);
+      {
+        OpBuilder::InsertionGuard ig(b);
+        b.setInsertionPointToStart(&masking.getThenRegion().front());
+        SmallVector<Value> scaled;
+        for (int64_t nt = 0; nt < nTiles; ++nt)
+          for (int el = 0; el < 4; ++el)
+            scaled.push_back(e.fmul(sc[nt][el], scale2));
+        scf::YieldOp::create(b, e.loc, scaled);
+        b.setInsertionPointToStart(&masking.getElseRegion().front());
+        SmallVector<Value> masked;
+        for (int64_t nt = 0; nt < nTiles; ++nt)
+          for (int el = 0; el < 4; ++el) {
+            Value key = e.add(key0, e.add(e.idx(nt * 8),
+                                          e.add(e.mul(tq, e.idx(2)), e.idx(el % 2))));
+            Value visible = e.andI(sle(key, limit[el / 2]), slt(key, S));
+            masked.push_back(e.select(visible, e.fmul(sc[nt][el], scale2), negInf));
+          }
+        scf::YieldOp::create(b, e.loc, masked);
+      }
+      // The row maxima of this tile.
+      std::array<Value, 2> tileMax = {negInf, negInf};
+      for (int64_t nt = 0; nt < nTiles; ++nt)
+        for (int el = 0; el < 4; ++el) {
+          sc[nt][el] = masking.getResult(nt * 4 + el);
+          tileMax[el / 2] = e.fmax(tileMax[el / 2], sc[nt][el]);
+        }
+      std::array<Value, 2> mNew, alpha, rowSum;
+      for (int r = 0; r < 2; ++r) {
+        Value v = tileMax[r];
+        for (int32_t off : {1, 2})
+          v = e.fmax(v, mlir::gpu::ShuffleOp::create(b, e.loc, v, off, 32,
+                                                     mlir::gpu::ShuffleMode::XOR)
+                            .getShuffleResult());
+        mNew[r] = e.fmax(it[r], v);
+        alpha[r] = math::Exp2Op::create(b, e.loc, e.fsub(it[r], mNew[r]));
+        rowSum[r] = e.f32(0.0);
+      }
+      for (int64_t nt = 0; nt < nTiles; ++nt)
+        for (int el = 0; el < 4; ++el) {
+          sc[nt][el] = math::Exp2Op::create(b, e.loc, e.fsub(sc[nt][el], mNew[el / 2]));
+          rowSum[el / 2] = e.fadd(rowSum[el / 2], sc[nt][el]);
+        }
+      SmallVector<Acc> o(oTiles);
+      for (int64_t nt = 0; nt < oTiles; ++nt)
+        for (int el = 0; el < 4; ++el)
+          o[nt][el] = e.fmul(it[4 + nt * 4 + el], alpha[el / 2]);
+      // O += P V: P's A fragments straight from the score accumulators.
+      for (int64_t kk = 0; kk < kMlaTileKeys / 16; ++kk) {
+        FragA p = e.accToFragA(sc[2 * kk], sc[2 * kk + 1], f16);
+        for (int64_t np = 0; np < oTiles / 2; ++np) {
+          auto bv = e.fragBCols(vTile, e.idx(kk * 16), ldv, e.idx(np * 16));
+          o[2 * np] = e.mma(p, bv[0], o[2 * np], f16);
+          o[2 * np + 1] = e.mma(p, bv[1], o[2 * np + 1], f16);
+        }
+      }
+      SmallVector<Value> next = {mNew[0], mNew[1],
+                                 e.fadd(e.fmul(it[2], alpha[0]), rowSum[0]),
+                                 e.fadd(e.fmul(it[3], alpha[1]), rowSum[1])};
+      for (int64_t nt = 0; nt < oTiles; ++nt)
+        for (int el = 0; el < 4; ++el)
+          next.push_back(o[nt][el]);
+      scf::YieldOp::create(b, e.loc, next);
+    }
+
+    // Epilogue: the row sums over the quad, out = O / l [* sigmoid(gate)].
+    std::array<Value, 2> inv;
+    for (int r = 0; r < 2; ++r) {
+      Value l = loop.getResult(2 + r);
+      for (int32_t off : {1, 2})
+        l = e.fadd(l, mlir::gpu::ShuffleOp::create(b, e.loc, l, off, 32,
+                                                   mlir::gpu::ShuffleMode::XOR)
+                          .getShuffleResult());
+      Value positive = arith::CmpFOp::create(b, e.loc, arith::CmpFPredicate::OGT,
+                                             l, e.f32(0.0));
+      inv[r] = e.select(positive, e.fdiv(e.f32(1.0), l), e.f32(0.0));
+    }
+    for (int r = 0; r < 2; ++r) {
+      auto inRange = scf::IfOp::create(b, e.loc, e.ult(rowT[r], T), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&inRange.getThenRegion().front());
+      Value rowBase = e.mul(e.add(e.mul(e.add(e.mul(seq, T), rowT[r]), e.idx(H)), head),
+                            e.idx(dv));
+      for (int64_t nt = 0; nt < oTiles; ++nt)
+        for (int c = 0; c < 2; ++c) {
+          Value col = e.add(e.idx(nt * 8), e.add(e.mul(tq, e.idx(2)), e.idx(c)));
+          Value at = e.add(rowBase, col);
+          Value v = e.fmul(loop.getResult(4 + nt * 4 + r * 2 + c), inv[r]);
+          if (s.hasGate) {
+            Value z = e.load(gate, at);
+            Value sig = e.fdiv(e.f32(1.0), e.fadd(e.f32(1.0), e.exp(e.fneg(z))));
+            v = e.fmul(v, sig);
+          }
+          e.store(v, out, at);
+        }
+    }
+  }
+};
+
+} // namespace
+
+mlir::gpu::GPUFuncOp emitMlaPrefillKernel(OpBuilder &b, Location loc,
+                                          mlir::gpu::GPUModuleOp module,
+                                          StringRef name,
+                                          const MlaPrefillShape &s) {
+  OpBuilder::InsertionGuard guard(b);
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), index = b.getIndexType();
+  auto dyn = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
+  Type f16 = b.getF16Type();
+  SmallVector<Type> args = {dyn(f16), dyn(f16), dyn(f16)};
+  if (s.hasGate)
+    args.push_back(dyn(f32));
+  if (s.hasLengths)
+    args.push_back(dyn(i32));
+  args.append({dyn(f32), index, index, index});
+  auto fn = createKernel(b, loc, module, name, args,
+                         {int32_t(kMlaThreads), 1, 1});
+  b.setInsertionPoint(fn.getBody().front().getTerminator());
+  MlaPrefillEmitter m(b, loc, s);
+  Block &body = fn.getBody().front();
+  unsigned a = 0;
+  m.q = body.getArgument(a++);
+  m.kv = body.getArgument(a++);
+  m.pe = body.getArgument(a++);
+  if (s.hasGate)
+    m.gate = body.getArgument(a++);
+  if (s.hasLengths)
+    m.lengths = body.getArgument(a++);
+  m.out = body.getArgument(a++);
+  m.B = body.getArgument(a++);
+  m.T = body.getArgument(a++);
+  m.S = body.getArgument(a++);
+  m.emit(module, name);
+  return fn;
+}
+
+} // namespace kimi::gpu

@@ -1,0 +1,87 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-mla-kernels -verify-diagnostics | FileCheck %s
+
+// A chunked prefill step over a padded cache (k3-tiny's widths: 4 heads,
+// qk 32 + 16, v 32, latent 64): the latent columns of the cache are
+// expanded into k_nope and v by one product; q, the expansion and the k_pe
+// columns are rounded to f16 copies, and the attention is one launch of the
+// generated kernel over flat views of them, the gate and the lengths. B, T
+// and S are run-time arguments; the grid is (ceil(T / 64), H, B).
+// CHECK: module attributes {gpu.container_module}
+// CHECK-LABEL: func.func @prefill_chunk
+// CHECK-NOT: kimi.mla_decode
+// CHECK: %[[LAT:.*]] = tensor.extract_slice %{{.*}}[0, 0, 0] [1, %{{.*}}, 64] [1, 1, 1] : tensor<1x?x80xf32> to tensor<1x?x64xf32>
+// CHECK: %[[PE:.*]] = tensor.extract_slice %{{.*}}[0, 0, 64] [1, %{{.*}}, 16] [1, 1, 1] : tensor<1x?x80xf32> to tensor<1x?x16xf32>
+// CHECK: %[[KV:.*]] = kimi.linear %[[LAT]], %{{.*}} : tensor<1x?x64xf32>, tensor<256x64xf32> -> tensor<1x?x256xf32>
+// CHECK: arith.truncf %{{.*}} : tensor<1x128x4x48xf32> to tensor<1x128x4x48xf16>
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<24576xf16> to memref<24576xf16>
+// CHECK: arith.truncf %[[KV]] : tensor<1x?x256xf32> to tensor<1x?x256xf16>
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<?xf16> to memref<?xf16>
+// CHECK: arith.truncf %[[PE]] : tensor<1x?x16xf32> to tensor<1x?x16xf16>
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<?xf16> to memref<?xf16>
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<16384xf32> to memref<16384xf32>
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<1xi32> to memref<1xi32>
+// CHECK: memref.cast %{{.*}} : memref<1xi32> to memref<?xi32>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<16384xf32>
+// CHECK: %[[GX:.*]] = arith.ceildivui %{{.*}}, %c64
+// CHECK: gpu.launch_func  @kimi_mla_0::@mla_prefill blocks in (%[[GX]], %c4, %{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %c128 : index, %dim : index)
+// CHECK: bufferization.to_tensor %[[OUT]] restrict writable : memref<16384xf32>
+// CHECK: tensor.expand_shape
+// CHECK: gpu.module @kimi_mla_0
+// CHECK: gpu.func @mla_prefill
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK-COUNT-2: memref.get_global
+// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
+// CHECK: nvvm.ldmatrix
+// CHECK: scf.for
+// CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: math.exp2
+// CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>
+func.func @prefill_chunk(%q: tensor<1x128x4x48xf32>, %cache: tensor<1x?x80xf32>, %kvb: tensor<256x64xf32>,
+                         %gate: tensor<1x128x4x32xf32>, %len: tensor<1xi32>) -> tensor<1x128x4x32xf32> {
+  %o = kimi.mla_decode %q, %cache, %kvb gate %gate lengths %len scale(0.14433756729740643) : (tensor<1x128x4x48xf32>, tensor<1x?x80xf32>, tensor<256x64xf32>, tensor<1x128x4x32xf32>, tensor<1xi32>) -> tensor<1x128x4x32xf32>
+  return %o : tensor<1x128x4x32xf32>
+}
+
+// -----
+
+// The whole-sequence form: k_pe is its own tensor (stride 16, offset 0)
+// and every key row is valid; a dynamic sequence length is fine.
+// CHECK-LABEL: func.func @whole_sequence
+// CHECK-NOT: kimi.mla
+// CHECK: kimi.linear %{{.*}}, %{{.*}} : tensor<2x?x64xf32>, tensor<256x64xf32> -> tensor<2x?x256xf32>
+// CHECK: gpu.launch_func @kimi_mla_0::@mla_prefill
+func.func @whole_sequence(%q: tensor<2x?x4x48xf32>, %ckv: tensor<2x?x64xf32>, %kpe: tensor<2x?x16xf32>,
+                   %kvb: tensor<256x64xf32>) -> tensor<2x?x4x32xf32> {
+  %o = kimi.mla %q, %ckv, %kpe, %kvb scale(0.14433756729740643) : (tensor<2x?x4x48xf32>, tensor<2x?x64xf32>, tensor<2x?x16xf32>, tensor<256x64xf32>) -> tensor<2x?x4x32xf32>
+  return %o : tensor<2x?x4x32xf32>
+}
+
+// -----
+
+// One-token decode keeps the absorbed form, without a remark.
+// CHECK-LABEL: func.func @decode
+// CHECK-NOT: tensor.extract_slice
+// CHECK: kimi.mla_decode
+// CHECK-NOT: gpu.launch_func
+func.func @decode(%q: tensor<1x1x4x48xf32>, %cache: tensor<1x?x80xf32>, %kvb: tensor<256x64xf32>) -> tensor<1x1x4x32xf32> {
+  %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x1x4x48xf32>, tensor<1x?x80xf32>, tensor<256x64xf32>) -> tensor<1x1x4x32xf32>
+  return %o : tensor<1x1x4x32xf32>
+}
+
+// -----
+
+// Shapes the kernel does not cover stay, and say why: a v head width that
+// is not a multiple of 16, and bf16 queries.
+func.func @odd_width(%q: tensor<1x64x4x48xf32>, %cache: tensor<1x?x80xf32>, %kvb: tensor<160x64xf32>) -> tensor<1x64x4x8xf32> {
+  // expected-remark @+1 {{kept for kimi-lower-to-linalg (no GPU MLA kernel): v head width 8: the kernel needs a multiple of 16}}
+  %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x64x4x48xf32>, tensor<1x?x80xf32>, tensor<160x64xf32>) -> tensor<1x64x4x8xf32>
+  return %o : tensor<1x64x4x8xf32>
+}
+
+// -----
+
+func.func @bf16(%q: tensor<1x64x4x48xbf16>, %cache: tensor<1x?x80xbf16>, %kvb: tensor<256x64xbf16>) -> tensor<1x64x4x32xbf16> {
+  // expected-remark @+1 {{kept for kimi-lower-to-linalg (no GPU MLA kernel): the kernel reads f32 queries, keys and gate and writes f32}}
+  %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x64x4x48xbf16>, tensor<1x?x80xbf16>, tensor<256x64xbf16>) -> tensor<1x64x4x32xbf16>
+  return %o : tensor<1x64x4x32xbf16>
+}
