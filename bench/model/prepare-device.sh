@@ -6,23 +6,27 @@
 #   bench/model/prepare-device.sh [VARIANT ...]
 #
 # A variant is NAME=kimi-compile flags; the defaults are the configurations
-# docs/perf/model.md reports. Every artifact has the KDA kernels and TF32
-# products unless its flags say otherwise.
+# docs/perf/model.md reports. Every artifact has the KDA and MLA kernels and
+# TF32 products unless its flags say otherwise (`--gpu-mla-kernels=false`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KIMI_BUILD_DIR:-$root/build}
 out=$root/gpucheck
 cmake --build "$build" -j "$(nproc)" --target kimi-compile kimi-bench-model \
-  kimi-gpu-model-tests kimi-gpu-blas-tests kimi-run kimi-k3-tiny-gpu-artifacts \
-  kimi-k3-mini-gpu-artifacts
-mkdir -p "$out/models"
+  kimi-gpu-model-tests kimi-gpu-blas-tests kimi-gpu-kernel-tests kimi-run \
+  kimi-k3-tiny-gpu-artifacts kimi-k3-mini-gpu-artifacts \
+  kimi-k3-tiny-kda-gpu-artifacts kimi-mla-gpu-artifacts
+mkdir -p "$out/models" "$out/kda" "$out/attn_res"
 cp "$build/bin/kimi-bench-model" "$build/bin/kimi-run" "$out/"
-cp "$build/test/gpu/kimi-gpu-model-tests" "$build/test/gpu/kimi-gpu-blas-tests" "$out/"
+cp "$build/test/gpu/kimi-gpu-model-tests" "$build/test/gpu/kimi-gpu-blas-tests" \
+  "$build/test/gpu/kimi-gpu-kernel-tests" "$out/"
+cp "$build"/test/gpu/kda/*.kimi "$out/kda/"
+cp "$build"/test/gpu/attn_res/*.kimi "$out/attn_res/"
 cp -L "$build/runtime/libkimi_runtime.so.0" "$out/"
 cp "$build"/test/gpu/models/k3-tiny-*.kimi "$build"/test/gpu/models/k3-mini-*.kimi \
   "$out/models/"
 
-common="--target sm_90a --gpu-kda-kernels --gpu-matmul-precision=tf32"
+common="--target sm_90a --gpu-kda-kernels --gpu-mla-kernels --gpu-matmul-precision=tf32"
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(
   "c256="
@@ -42,5 +46,5 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 # Artifacts are mostly PTX text: compressed they travel at an eighth of the
 # size (the device call carries 64 MiB at most); run-device.sh unpacks them.
-gzip -f "$out"/*.kimi "$out"/models/*.kimi
+gzip -f "$out"/*.kimi "$out"/models/*.kimi "$out"/kda/*.kimi "$out"/attn_res/*.kimi
 du -sh "$out"

@@ -12,7 +12,9 @@ cd "$root/gpucheck" || exit 1
 out=${OUT:-$root/device-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for z in *.kimi.gz models/*.kimi.gz; do [ -f "$z" ] && gunzip -f "$z"; done
+for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz; do
+  [ -f "$z" ] && gunzip -f "$z"
+done
 tests=1 eager=1 bench=1 profile="" filter="*"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -28,6 +30,11 @@ done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu.txt"
 if [ $tests = 1 ]; then
   KIMI_REQUIRE_GPU=1 ./kimi-gpu-blas-tests 2>&1 | grep -E "error|FAIL|PASSED" 
+  if [ -x ./kimi-gpu-kernel-tests ]; then
+    KIMI_REQUIRE_GPU=1 KIMI_KDA_ARTIFACT_DIR=$PWD/kda KIMI_ATTNRES_ARTIFACT_DIR=$PWD/attn_res \
+      ./kimi-gpu-kernel-tests > "$out/kernel-tests.log" 2>&1
+    echo "kernel tests: rc $?"; grep -E "^\[ *(FAILED|PASSED) " "$out/kernel-tests.log" | head -20
+  fi
   KIMI_REQUIRE_GPU=1 KIMI_MODEL_GPU_ARTIFACT_DIR=$PWD/models ./kimi-gpu-model-tests \
     --gtest_filter="$filter" > "$out/model-tests.log" 2>&1
   echo "model tests: rc $?"; grep -E "^\[ *(OK|FAILED|PASSED|errors|graphs) " "$out/model-tests.log" | head -40
