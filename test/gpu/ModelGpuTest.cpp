@@ -60,6 +60,13 @@ struct ModelCase {
   /// The CPU artifact compared with (default: the case's own), for GPU
   /// variants of one model (k3-tiny-mla against k3-tiny-cpu).
   const char *cpu = nullptr;
+  /// Bound on the relative error of all rows together. Cases that round
+  /// inside (f16 attention) flip routing near-ties more often than f32 does,
+  /// and a flip at one token moves every later row (the KDA states carry
+  /// it): k3-mini-mla once had rows 0-63 at 6e-5..1e-4 and every row from
+  /// 64 on at 0.06-0.3 (all rows 0.08, median 9e-5). Its median bound is
+  /// what separates rounding from a fault there (a fault moves every row).
+  double allRowsBound = 2e-2;
 };
 
 /// KIMI_MODEL_GPU_ARTIFACT_DIR (environment) overrides the build's folder,
@@ -233,7 +240,7 @@ TEST_P(ModelGpu, LogitsMatchCpuTarget) {
            "what the rounding itself changes";
     return;
   }
-  EXPECT_LT(all, 2e-2) << "relative L2 error of all logits";
+  EXPECT_LT(all, c.allRowsBound) << "relative L2 error of all logits";
   EXPECT_LT(medianRow, c.medianRowBound)
       << "median relative error of a logits row";
 }
@@ -459,16 +466,17 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 // k3-tiny-mla / k3-mini-mla: MLA prefill through the generated kernel
 // (--gpu-mla-kernels; f16 products inside) in 96- / 64-token steps, against
 // the plain CPU artifacts, with a median-row bound of 5e-4 for its rounding
-// (measured on the H200: 4.6e-5 and 6.2e-5; bf16 operands gave 1e-3).
+// (measured on the H200: 3.8e-5 to 9.1e-5; bf16 operands gave 1e-3) and an
+// all-rows bound of 0.5, since a routing flip moves all later rows.
 INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                          ::testing::Values(ModelCase{"k3-tiny", 300, 6},
                                            ModelCase{"k3-mini", 70, 3},
                                            ModelCase{"k3-tiny-kda", 300, 6, 0,
                                                      "k3-tiny"},
                                            ModelCase{"k3-tiny-mla", 300, 6, 5e-4,
-                                                     nullptr, "k3-tiny"},
+                                                     nullptr, "k3-tiny", 0.5},
                                            ModelCase{"k3-mini-mla", 70, 3, 5e-4,
-                                                     nullptr, "k3-mini"}),
+                                                     nullptr, "k3-mini", 0.5}),
                          [](const auto &info) {
                            std::string n = info.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');
