@@ -92,7 +92,8 @@ struct KimiGpuMlaKernels
     auto isF32 = [](Value v) {
       return !v || cast<RankedTensorType>(v.getType()).getElementType().isF32();
     };
-    if (!isF32(m.q) || !isF32(m.pe ? m.pe : m.cache) || !isF32(m.gate) ||
+    if (!isF32(m.q) || !isF32(m.pe ? m.pe : m.cache) ||
+        !isF32(m.latent) || !isF32(m.gate) ||
         !outType.getElementType().isF32())
       why = "the kernel reads f32 queries, keys and gate and writes f32";
     else if (ShapedType::isDynamic(shape.heads) ||
