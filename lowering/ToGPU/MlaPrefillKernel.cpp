@@ -73,7 +73,7 @@ struct MlaPrefillEmitter {
   KernelEmitter e;
   const MlaPrefillShape &s;
   const int64_t dq, ldk, ldv;
-  Value q, kv, pe, gate, lengths, out, B, T, S;
+  Value q, kv, pe, gate, lengths, out, T, S;
   Value kTile, vTile; // shared [64][ldk] (queries first, then keys), [64][ldv]
   Value tid, lane, warp, g, tq, seq, head, t0;
 
@@ -368,7 +368,7 @@ mlir::gpu::GPUFuncOp emitMlaPrefillKernel(OpBuilder &b, Location loc,
   if (s.hasLengths)
     m.lengths = body.getArgument(a++);
   m.out = body.getArgument(a++);
-  m.B = body.getArgument(a++);
+  ++a; // B: the grid's z extent already says it
   m.T = body.getArgument(a++);
   m.S = body.getArgument(a++);
   m.emit(module, name);
