@@ -261,7 +261,7 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
        latent rows into each head's `k_nope` and `v` (`[B, S, H * (dn + dv)]`,
        a plain product for cuBLASLt), and
     2. one launch of a generated causal attention kernel
-       (`gpu.module @kimi_mla_<n>`, docs/lowering/gpu-model.md, "MLA prefill
+       (`gpu.module @kimi_mla`, one kernel per specialisation; docs/lowering/gpu-model.md, "MLA prefill
        kernel"): grid (ceil(T / 64), H, B), four warps of 16 query rows;
        per tile of 64 keys it stages `[k_nope | k_pe]` and `v` in shared
        memory, forms the scores with `mma.sync` (f16 operands, f32
@@ -293,6 +293,114 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect",
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def KimiGpuAttnResKernels : Pass<"kimi-gpu-attn-res-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run each AttnRes application (and the norm after it) as one generated kernel";
+  let description = [{
+    On by default for `--target sm_90a` models (`kimi-compile
+    --gpu-tokenwise-kernels=false` turns it off, with
+    `kimi-gpu-norm-kernels` and `kimi-gpu-short-conv-kernels`). Every `kimi.attn_res`
+    with a static hidden width becomes one launch of a generated kernel
+    (`gpu.module @kimi_attn_res`, lowering/ToGPU/AttnResKernel.cpp): one
+    block of 256 threads per token, each thread holding up to 64 columns
+    in registers. The sources are read once: per source one block
+    reduction gives `sum v^2` and `sum v * norm * query` (the score of the
+    RMS-normalised key without materialising it), and an online softmax
+    folds the source into the running mix.
+
+    When the mix's only user is a `kimi.rms_norm` of it (the model's
+    `input_layernorm` and `post_attention_layernorm`), that norm is fused:
+    one more block reduction over the mix in registers, and only the
+    normalised result is stored. Kernels are shared between ops with the
+    same source count, width, types and epsilons; the token count (grid
+    x) is a run-time value, so one kernel serves prefill chunks of any
+    length. All arithmetic is f32, as in the linalg decomposition; the
+    results differ from it only by summation order.
+
+    The linalg decomposition of the same op over one decode token is
+    about ten launches (per-source reductions, the softmax, the mix and
+    the norm), most of them a single warp; here it is one. Ops the
+    generator does not cover (dynamic or over 16,384 wide, sources of
+    another type than the result) stay for `kimi-lower-to-linalg` with a
+    remark.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def KimiGpuNormKernels : Pass<"kimi-gpu-norm-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run each RMS, L2 and gated RMS norm as one generated kernel";
+  let description = [{
+    On by default for `--target sm_90a` models (`kimi-compile
+    --gpu-tokenwise-kernels=false` turns it off). Every `kimi.rms_norm`,
+    `kimi.l2_norm` and `kimi.gated_rms_norm` with a static width of at most
+    8,192 becomes one launch of a generated kernel (`gpu.module
+    @kimi_norm`): a group of 32 to 256 threads per row (the fewest that
+    hold the row in at most 32 values a thread; one warp for a 128-wide
+    head, a block for a 2,048-wide token), 16-byte loads when the width
+    divides by 4, the sum of squares by a warp butterfly and, for groups of
+    several warps, one round through shared memory, then the row scaled
+    (`rsqrt(mean + eps) * w`, `rsqrt(sum + eps)`, or
+    `w * rsqrt(mean + eps) * sigmoid(gate)`) and stored. f32 throughout.
+
+    The linalg decomposition is a fill, a reduction kernel and a scaling
+    kernel per norm (three launches); the rows' count is a run-time value,
+    so one kernel serves every chunk length. Run after
+    `kimi-gpu-attn-res-kernels`, which fuses the norms of AttnRes mixes.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def KimiGpuShortConvKernels : Pass<"kimi-gpu-short-conv-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run each short convolution (with its SiLU and final state) as one generated kernel";
+  let description = [{
+    On by default for `--target sm_90a` models (`kimi-compile
+    --gpu-tokenwise-kernels=false` turns it off). Every `kimi.short_conv`
+    with static channels and taps becomes one launch of a generated kernel
+    (`gpu.module @kimi_short_conv`): over the extended sequence
+    `xpad = state ++ x` (`[B, K - 1 + T, C]`, zeros without a state), one
+    thread per row and four channels (16-byte loads and stores when the
+    channels divide). Threads of rows `r < T` write
+    `out[b, r, c] = act(sum_j w[c, 0, j] * xpad[b, r + j, c])` (the taps
+    summed in order, in f32; `act` is SiLU when the op says so), and the
+    `K - 1` threads of rows `r >= T` write the final state
+    `final[b, r - T] = xpad[b, r]`. Nothing of size `xpad` is materialised.
+
+    The linalg decomposition is a concatenation (two copies), a zero fill,
+    the reduction, the SiLU and, after the layer, the final state's copy:
+    six launches per convolution in a decode step, 18 per KDA layer (q, k
+    and v), against one each here. B and T are run-time arguments, so one
+    kernel serves every chunk length; kernels are shared by equal
+    specialisations.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
     "::mlir::vector::VectorDialect",
@@ -340,7 +448,14 @@ def KimiGpuFuseElementwise
       norm is not fused into the linear layer after it;
     * every user of the producer takes it, so the producer and its buffer
       disappear. A producer read by several consumers is recomputed in each
-      (arithmetic, not memory traffic).
+      (arithmetic, not memory traffic);
+    * the consumer reads each element of the producer at most 16 times
+      (the product of the extents of the consumer loops that the
+      operand's indexing map leaves out). Otherwise the recomputation is the
+      cost: a decode step's expert down projection, `[8, 1024]` outputs
+      over gathered `[8, 768]` activations, evaluated the SiTU (two tanh,
+      an exp, three divisions) of each input for every one of the 1,024
+      outputs, and took 33 us on the H200 for a 25 MB read.
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect",
@@ -388,15 +503,33 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     closest earlier op that writes memory or uses C) is erased, and
     cuBLASLt runs with beta = 0. At an 8K cache that fill was a pass of
     1 GB over attention's scores per 2,048-token step and MLA layer.
+
+    With `gemv-max-m` > 0, an unbatched product of static sizes with at
+    most that many rows of A (a decode step's projections), B stored as
+    `[N, K]` (the weight layout of `kimi.linear`, k contiguous), static
+    strides and offsets that keep 16-byte alignment, becomes instead one
+    launch of a generated kernel (`gpu.module @kimi_gemv`,
+    lowering/ToGPU/GemvKernel.h): each warp reads two rows of B (one when
+    m > 2) in 16-byte pieces with eight pieces per row in flight per lane,
+    and all m rows of A, in exact f32. Such a product's cost is reading B
+    once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
+    about 1.3 TB/s on the H200. The zero fill before it is dropped the same
+    way (the kernel stores rather than adds).
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
            "Matrix products in exact f32 (f32) or on TF32 tensor cores (tf32)">,
+    Option<"gemvMaxM", "gemv-max-m", "int64_t", "0",
+           "Products of at most this many static rows of A (1..8) run as the "
+           "generated GEMV kernel; 0: all through cuBLASLt">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 

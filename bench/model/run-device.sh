@@ -44,8 +44,8 @@ b64=""
 [ $bench = 1 ] || shopt -s nullglob
 for a in $([ $bench = 1 ] && echo k3-mini-c*.kimi); do
   name=${a#k3-mini-}; name=${name%.kimi}
-  extra=""
-  [ "$name" = c256 ] && extra=$b64
+  # The batch-64 artifact is timed once, with the first prefill artifact.
+  extra=$b64 b64=""
   # shellcheck disable=SC2086
   timeout 300 ./kimi-bench-model "$a" $extra --prefill-tokens 8192 \
     --decode-steps 64 --context 1024 --repeats 3 > "$out/bench-$name.json" \

@@ -308,6 +308,41 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
     }
   }
 
+  // One fill per writer. CSE merges the zero inits of products (every
+  // kimi.linear of a layer starts from the same fill); bufferized, one
+  // shared fill is a fill plus a copy of it for each further user, and the
+  // GPU's kimi-gpu-gemm-calls no longer sees the zero init that lets a
+  // product overwrite its output (beta = 0). A fill of its own per writer
+  // bufferizes in place into that writer's buffer.
+  {
+    SmallVector<linalg::FillOp> shared;
+    module.walk([&](linalg::FillOp fill) {
+      if (fill.hasPureTensorSemantics() && !fill->getResult(0).hasOneUse() &&
+          !fill->getResult(0).use_empty())
+        shared.push_back(fill);
+    });
+    for (linalg::FillOp fill : shared) {
+      // Only the uses that write into it (the products' outputs); readers
+      // may share one fill.
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : fill->getResult(0).getUses())
+        if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+            dps && dps.isDpsInit(&use))
+          uses.push_back(&use);
+      if (uses.size() < 2)
+        continue;
+      Value init = fill.getDpsInits()[0];
+      auto empty = init.getDefiningOp<tensor::EmptyOp>();
+      for (OpOperand *use : llvm::drop_begin(uses)) {
+        OpBuilder b(use->getOwner());
+        IRMapping map;
+        if (empty)
+          map.map(init, b.clone(*empty)->getResult(0));
+        use->set(b.clone(*fill, map)->getResult(0));
+      }
+    }
+  }
+
   // 3. Bufferize the whole call graph; function results get identity layouts
   // so the runtime sees plain row-major buffers.
   bufferization::OneShotBufferizationOptions bufferize;

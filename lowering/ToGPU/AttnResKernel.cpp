@@ -30,7 +30,7 @@ using namespace mlir;
 namespace kimi::gpu {
 namespace {
 
-constexpr int64_t kThreads = 256, kWarps = kThreads / 32;
+constexpr int64_t kThreads = kAttnResThreads, kWarps = kThreads / 32;
 
 /// Sum over the block of `values` (each thread's partials), returned to
 /// every thread: warp shuffles, then one shared-memory round.
@@ -66,102 +66,87 @@ SmallVector<Value> blockSum(KernelEmitter &e, Value scratch, Value warp, Value l
 
 } // namespace
 
-FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
-                                         StringRef name) {
-  auto outType = cast<RankedTensorType>(op.getOut().getType());
-  if (!outType.hasStaticShape())
-    return op.emitOpError("the GPU target needs static shapes"), failure();
-  const int64_t D = outType.getShape().back();
-  const int64_t tokens = outType.getNumElements() / D;
-  const int64_t nSources = static_cast<int64_t>(op.getSources().size());
-  // Each thread reads vw contiguous columns at a time (16-byte bf16 loads
-  // when D allows), vectors tid, tid + 256, ...
-  int64_t vw = 8;
-  while (D % vw != 0)
-    vw /= 2;
-  const int64_t vectors = D / vw;
-  const int64_t perThread = (vectors + kThreads - 1) / kThreads;
-  if (perThread * vw > 64)
-    return op.emitOpError("hidden size ") << D << " exceeds the fused GPU "
-                                             "kernel's limit of 16384",
-           failure();
-  Type act = outType.getElementType();
-  for (Value v : op.getSources())
-    if (cast<RankedTensorType>(v.getType()).getElementType() != act)
-      return op.emitOpError("the GPU kernel needs every source in the output "
-                            "type ")
-                 << act,
-             failure();
+namespace {
+/// Vectors of `vw` contiguous columns (16-byte loads of bf16 x 8 when D
+/// allows), `perThread` of them per thread.
+struct AttnResLayout {
+  int64_t vw = 8, vectors = 0, perThread = 0;
+  explicit AttnResLayout(int64_t D) {
+    while (D % vw != 0)
+      vw /= 2;
+    vectors = D / vw;
+    perThread = (vectors + kThreads - 1) / kThreads;
+  }
+};
+} // namespace
 
-  Location loc = op.getLoc();
-  GpuEntryPlanBuilder pb(op.getContext(), loc, name, ("attn_res_" + name).str());
-  mlir::gpu::GPUModuleOp module = pb.module;
-  OpBuilder b(op.getContext());
-  Type f32 = b.getF32Type();
-  Type qType = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
-  Type nType = cast<RankedTensorType>(op.getNorm().getType()).getElementType();
+LogicalResult verifyAttnResKernelSpec(const AttnResKernelSpec &spec,
+                                      std::string &why) {
+  if (spec.sources < 1) {
+    why = "it needs at least one source";
+    return failure();
+  }
+  if (spec.width < 1 || ShapedType::isDynamic(spec.width)) {
+    why = "the hidden width must be static";
+    return failure();
+  }
+  AttnResLayout layout(spec.width);
+  if (layout.perThread * layout.vw > 64) {
+    why = "hidden size " + std::to_string(spec.width) +
+          " exceeds the fused GPU kernel's limit of 16384";
+    return failure();
+  }
+  if (!spec.writeMix && !spec.normWeight) {
+    why = "it must store the mix or its norm";
+    return failure();
+  }
+  return success();
+}
+
+mlir::gpu::GPUFuncOp emitAttnResKernel(OpBuilder &b, Location loc,
+                                       mlir::gpu::GPUModuleOp module,
+                                       StringRef name,
+                                       const AttnResKernelSpec &spec) {
+  const int64_t D = spec.width, nSources = spec.sources;
+  AttnResLayout layout(D);
+  const int64_t vw = layout.vw, perThread = layout.perThread;
+  Type act = spec.act, f32 = b.getF32Type();
+  const int64_t rows = ShapedType::isDynamic(spec.tokens)
+                           ? ShapedType::kDynamic
+                           : spec.tokens * D;
   SmallVector<Type> args;
   for (int64_t i = 0; i < nSources; ++i)
-    args.push_back(flatMemRef(act, tokens * D));
-  args.push_back(flatMemRef(qType, D));
-  args.push_back(flatMemRef(nType, D));
-  args.push_back(flatMemRef(act, tokens * D)); // the mix
-  Type wType;
-  if (norm) {
-    wType = cast<RankedTensorType>(norm.getWeight().getType()).getElementType();
-    args.push_back(flatMemRef(wType, D));
-    args.push_back(flatMemRef(act, tokens * D));
+    args.push_back(flatMemRef(act, rows));
+  args.push_back(flatMemRef(spec.query, D));
+  args.push_back(flatMemRef(spec.norm, D));
+  if (spec.writeMix)
+    args.push_back(flatMemRef(act, rows));
+  if (spec.normWeight) {
+    args.push_back(flatMemRef(spec.normWeight, D));
+    args.push_back(flatMemRef(act, rows));
   }
-  GPUFuncOpAndEmitter k(b, loc, module, "attn_res", args,
+  GPUFuncOpAndEmitter k(b, loc, module, name, args,
                         {static_cast<int32_t>(kThreads), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
-  Value scratch = e.sharedBuffer(module, "attn_res_scratch", kWarps * 2, f32);
+  Value scratch =
+      e.sharedBuffer(module, (name + "_scratch").str(), kWarps * 2, f32);
   Value token = e.blockId(mlir::gpu::Dimension::x);
   Value tid = e.threadId(), lane = e.laneId(), warp = e.divu(tid, e.idx(32));
   Value base = e.mul(token, e.idx(D));
   Value zero = e.f32(0.0);
-  // Vector j of this thread covers columns col[j] .. col[j] + vw - 1
-  // (coalesced across the block); vectors past D read as zeros.
-  SmallVector<Value> col(perThread), valid(perThread);
-  for (int64_t j = 0; j < perThread; ++j) {
-    Value vi = e.add(tid, e.idx(j * kThreads));
-    valid[j] = e.ult(vi, e.idx(vectors));
-    col[j] = e.mul(e.minu(vi, e.idx(vectors - 1)), e.idx(vw));
-  }
-  // The vw values of vector j at `base + col[j]` of `buf`, as f32.
-  auto loadVec = [&](Value buf, Value rowBase, int64_t j) {
-    Type elt = cast<MemRefType>(buf.getType()).getElementType();
-    // col[j] and rowBase are multiples of vw and buffers 256-byte aligned:
-    // the access is aligned to its size (one 16-byte load for bf16 x 8).
-    Value vec = vector::LoadOp::create(
-        b, loc, VectorType::get({vw}, elt), buf, ValueRange{e.add(rowBase, col[j])},
-        false, llvm::MaybeAlign(vw * elt.getIntOrFloatBitWidth() / 8));
-    SmallVector<Value> out;
-    for (int64_t c = 0; c < vw; ++c)
-      out.push_back(e.select(
-          valid[j], e.toF32(vector::ExtractOp::create(b, loc, vec, ArrayRef<int64_t>{c})),
-          zero));
-    return out;
-  };
+  RowVectors row(e, tid, kThreads, D, vw);
   const int64_t n = perThread * vw; // values per thread
   Value query = body.getArgument(nSources), normW = body.getArgument(nSources + 1);
-  Value mixOut = body.getArgument(nSources + 2);
-  SmallVector<Value> nq;
-  for (int64_t j = 0; j < perThread; ++j) {
-    auto qv = loadVec(query, e.idx(0), j), nv = loadVec(normW, e.idx(0), j);
-    for (int64_t c = 0; c < vw; ++c)
-      nq.push_back(e.fmul(qv[c], nv[c]));
-  }
+  SmallVector<Value> nq = row.loadAll(query, e.idx(0)),
+                     nw = row.loadAll(normW, e.idx(0));
+  for (int64_t j = 0; j < n; ++j)
+    nq[j] = e.fmul(nq[j], nw[j]);
 
   Value m = e.f32(-std::numeric_limits<float>::infinity()), l = zero;
   SmallVector<Value> acc(n, zero);
-  const double eps = op.getEps().convertToDouble();
   for (int64_t i = 0; i < nSources; ++i) {
-    SmallVector<Value> v;
-    for (int64_t j = 0; j < perThread; ++j)
-      for (Value x : loadVec(body.getArgument(i), base, j))
-        v.push_back(x);
+    SmallVector<Value> v = row.loadAll(body.getArgument(i), base);
     Value ss = zero, dot = zero;
     for (int64_t j = 0; j < n; ++j) {
       ss = e.fadd(ss, e.fmul(v[j], v[j]));
@@ -169,7 +154,7 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
     }
     SmallVector<Value> sums = blockSum(e, scratch, warp, lane, {ss, dot});
     Value rms = math::RsqrtOp::create(
-        b, loc, e.fadd(e.fdiv(sums[0], e.f32(double(D))), e.f32(eps)));
+        b, loc, e.fadd(e.fdiv(sums[0], e.f32(double(D))), e.f32(spec.eps)));
     Value score = e.fmul(sums[1], rms);
     Value mNew = e.fmax(m, score);
     Value keep = e.exp(e.fsub(m, mNew)), w = e.exp(e.fsub(score, mNew));
@@ -187,52 +172,74 @@ FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
     mix[j] = e.toF32(e.fromF32(mix[j], act));
     ss = e.fadd(ss, e.fmul(mix[j], mix[j]));
   }
-  auto storeCols = [&](ArrayRef<Value> vals, Value buf) {
-    for (int64_t j = 0; j < perThread; ++j) {
-      auto guard = scf::IfOp::create(b, loc, valid[j], false);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&guard.getThenRegion().front());
-      SmallVector<Value> conv;
-      for (int64_t c = 0; c < vw; ++c)
-        conv.push_back(e.fromF32(vals[j * vw + c], act));
-      Value vec = vector::FromElementsOp::create(b, loc, VectorType::get({vw}, act), conv);
-      vector::StoreOp::create(b, loc, vec, buf, ValueRange{e.add(base, col[j])}, false,
-                              llvm::MaybeAlign(vw * act.getIntOrFloatBitWidth() / 8));
-    }
-  };
-  storeCols(mix, mixOut);
-  if (norm) {
-    Value w2 = body.getArgument(nSources + 3), out2 = body.getArgument(nSources + 4);
+  int64_t next = nSources + 2;
+  if (spec.writeMix)
+    row.storeAll(mix, body.getArgument(next++), base);
+  if (spec.normWeight) {
+    Value w2 = body.getArgument(next), out2 = body.getArgument(next + 1);
     Value total = blockSum(e, scratch, warp, lane, {ss})[0];
     Value r = math::RsqrtOp::create(
-        b, loc, e.fadd(e.fdiv(total, e.f32(double(D))),
-                       e.f32(norm.getEps().convertToDouble())));
-    SmallVector<Value> y;
-    for (int64_t j = 0; j < perThread; ++j) {
-      auto wv = loadVec(w2, e.idx(0), j);
-      for (int64_t c = 0; c < vw; ++c)
-        y.push_back(e.fmul(e.fmul(mix[j * vw + c], r), wv[c]));
-    }
-    storeCols(y, out2);
+        b, loc, e.fadd(e.fdiv(total, e.f32(double(D))), e.f32(spec.normEps)));
+    SmallVector<Value> y = row.loadAll(w2, e.idx(0));
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = e.fmul(e.fmul(mix[j], r), y[j]);
+    row.storeAll(y, out2, base);
   }
+  return k.func;
+}
 
-  // Buffers: sources, query, norm, the mix, [the norm weight and output];
-  // the kernel takes them in that order.
+FailureOr<GpuEntryPlan> planAttnResEntry(AttnResOp op, RmsNormOp norm,
+                                         StringRef name) {
+  auto outType = cast<RankedTensorType>(op.getOut().getType());
+  if (!outType.hasStaticShape())
+    return op.emitOpError("the GPU target needs static shapes"), failure();
+  AttnResKernelSpec spec;
+  spec.width = outType.getShape().back();
+  spec.tokens = outType.getNumElements() / spec.width;
+  spec.sources = static_cast<int64_t>(op.getSources().size());
+  spec.act = outType.getElementType();
+  spec.query = cast<RankedTensorType>(op.getQuery().getType()).getElementType();
+  spec.norm = cast<RankedTensorType>(op.getNorm().getType()).getElementType();
+  spec.eps = op.getEps().convertToDouble();
+  if (norm) {
+    spec.normWeight =
+        cast<RankedTensorType>(norm.getWeight().getType()).getElementType();
+    spec.normEps = norm.getEps().convertToDouble();
+  }
+  std::string why;
+  if (failed(verifyAttnResKernelSpec(spec, why)))
+    return op.emitOpError(why), failure();
+  for (Value v : op.getSources())
+    if (cast<RankedTensorType>(v.getType()).getElementType() != spec.act)
+      return op.emitOpError("the GPU kernel needs every source in the output "
+                            "type ")
+                 << spec.act,
+             failure();
+
+  Location loc = op.getLoc();
+  GpuEntryPlanBuilder pb(op.getContext(), loc, name, ("attn_res_" + name).str());
+  OpBuilder b(op.getContext());
+  emitAttnResKernel(b, loc, pb.module, "attn_res", spec);
+
+  // Buffers in the kernel's argument order: sources, query, norm, the mix,
+  // [the norm weight and output].
+  const int64_t D = spec.width;
+  Type act = spec.act;
   std::vector<int64_t> shape(outType.getShape().begin(), outType.getShape().end());
   std::vector<uint32_t> launchArgs;
-  for (int64_t i = 0; i < nSources; ++i)
+  for (int64_t i = 0; i < spec.sources; ++i)
     launchArgs.push_back(pb.add("source" + std::to_string(i), rt::BufferKind::kInput, act, shape));
-  launchArgs.push_back(pb.add("query", rt::BufferKind::kInput, qType, {D}));
-  launchArgs.push_back(pb.add("norm", rt::BufferKind::kInput, nType, {D}));
+  launchArgs.push_back(pb.add("query", rt::BufferKind::kInput, spec.query, {D}));
+  launchArgs.push_back(pb.add("norm", rt::BufferKind::kInput, spec.norm, {D}));
   launchArgs.push_back(pb.add("out", rt::BufferKind::kOutput, act, shape));
   if (norm) {
-    launchArgs.push_back(pb.add("norm_weight", rt::BufferKind::kInput, wType, {D}));
+    launchArgs.push_back(pb.add("norm_weight", rt::BufferKind::kInput, spec.normWeight, {D}));
     launchArgs.push_back(pb.add("norm_out", rt::BufferKind::kOutput, act, shape));
   }
-  pb.launch("attn_res", {tokens, 1, 1}, kThreads, launchArgs);
+  pb.launch("attn_res", {spec.tokens, 1, 1}, kThreads, launchArgs);
   GpuEntryPlan &plan = pb.plan;
-  plan.summary = "attn_res: " + std::to_string(nSources) + " sources, " +
-                 std::to_string(tokens) + " tokens of " + std::to_string(D) +
+  plan.summary = "attn_res: " + std::to_string(spec.sources) + " sources, " +
+                 std::to_string(spec.tokens) + " tokens of " + std::to_string(D) +
                  (norm ? ", following rms_norm fused" : "");
   return std::move(plan);
 }

@@ -5,11 +5,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/ToGPU/GemvKernel.h"
+#include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
 
 namespace kimi {
 #define GEN_PASS_DEF_KIMIGPUGEMMCALLS
@@ -121,11 +125,55 @@ std::optional<Contraction> asGemm(linalg::LinalgOp op) {
   return c;
 }
 
+/// The buffer `buffer` is a view of (through view-like ops).
+Value viewRoot(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ViewLikeOpInterface>())
+    buffer = view.getViewSource();
+  return buffer;
+}
+
+/// Whether a root buffer certainly is not (and does not alias) the fresh
+/// allocation `alloc`: another allocation, a function argument, or a weight
+/// (a descriptor the weight table built from a pointer).
+bool distinctFrom(Value root, Value alloc) {
+  if (root == alloc)
+    return false;
+  if (isa<BlockArgument>(root))
+    return isa<func::FuncOp>(root.getParentRegion()->getParentOp());
+  Operation *def = root.getDefiningOp();
+  if (isa<memref::AllocOp, memref::GetGlobalOp>(def))
+    return true;
+  if (auto cast = dyn_cast<UnrealizedConversionCastOp>(def))
+    return llvm::none_of(cast.getInputs(), [](Value v) {
+      return isa<BaseMemRefType>(v.getType());
+    });
+  return false;
+}
+
+/// Whether `op` certainly leaves the allocation `alloc` alone: a linalg op
+/// on buffers or a kernel launch (every buffer it touches is an operand)
+/// none of whose buffers may be a view of `alloc`.
+bool leavesAllocation(Operation *op, Value alloc) {
+  if (!alloc || !(isa<mlir::gpu::LaunchFuncOp>(op) ||
+                  (isa<linalg::LinalgOp>(op) &&
+                   cast<linalg::LinalgOp>(op).hasPureBufferSemantics())))
+    return false;
+  return llvm::all_of(op->getOperands(), [&](Value v) {
+    return !isa<BaseMemRefType>(v.getType()) || distinctFrom(viewRoot(v), alloc);
+  });
+}
+
 /// The `linalg.fill` of 0.0 into `out` that the product `op` accumulates
 /// onto, or null: the closest earlier op of the block that writes memory or
-/// uses `out`, when that is such a fill. The product then overwrites C
-/// (cuBLASLt's beta = 0) and the fill, a pass over all of C, goes.
+/// uses `out`, when that is such a fill. Products, fills and launches on
+/// other allocations than `out`'s are looked past (the gate and up
+/// projections of an MLP each have their fill, both before either product).
+/// The product then overwrites C (cuBLASLt's beta = 0) and the fill, a pass
+/// over all of C, goes.
 linalg::FillOp zeroFillOf(Operation *op, Value out) {
+  Value alloc = viewRoot(out);
+  if (!alloc.getDefiningOp<memref::AllocOp>())
+    alloc = {};
   for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
     if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
       if (fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == out) {
@@ -139,7 +187,7 @@ linalg::FillOp zeroFillOf(Operation *op, Value out) {
     }
     if (llvm::is_contained(prev->getOperands(), out))
       return {};
-    if (isPure(prev))
+    if (isPure(prev) || leavesAllocation(prev, alloc))
       continue;
     auto effects = dyn_cast<MemoryEffectOpInterface>(prev);
     if (!effects || effects.hasEffect<MemoryEffects::Write>() ||
@@ -155,12 +203,14 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<std::pair<linalg::LinalgOp, Contraction>> gemms;
+    // Each product's zero fill is found before any product is rewritten
+    // (a rewritten one is a call, which the search cannot look past).
+    SmallVector<std::tuple<linalg::LinalgOp, Contraction, linalg::FillOp>> gemms;
     module.walk([&](linalg::LinalgOp op) {
       if (op->getParentOfType<gpu::GPUModuleOp>())
         return;
       if (std::optional<Contraction> c = asGemm(op))
-        gemms.push_back({op, *c});
+        gemms.push_back({op, *c, zeroFillOf(op, op.getDpsInits()[0])});
     });
     if (gemms.empty())
       return;
@@ -178,14 +228,112 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
           b.getFunctionType(SmallVector<Type>(kGemmArgs, index), {}));
       decl.setPrivate();
     }
-    for (auto [op, c] : gemms)
-      rewrite(b, op, c);
+    kimi::gpu::GeneratedKernels gemvKernels(module, "kimi_gemv");
+    for (auto [op, c, fill] : gemms) {
+      std::optional<kimi::gpu::GemvKernelSpec> gemv = asGemv(op, c, fill);
+      if (gemv)
+        launchGemv(gemvKernels, op, *gemv, fill);
+      else
+        rewrite(b, op, c, fill);
+    }
   }
 
-  void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c) {
+  /// The GEMV kernel's view of `op`, when it has at most gemv-max-m static
+  /// rows, no batch, B as [N, K] and static, 16-byte-aligned strides.
+  std::optional<kimi::gpu::GemvKernelSpec>
+  asGemv(linalg::LinalgOp op, const Contraction &c, linalg::FillOp fill) {
+    if (gemvMaxM <= 0 || c.batch)
+      return std::nullopt;
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    kimi::gpu::GemvKernelSpec spec;
+    spec.m = ranges[c.m];
+    spec.n = ranges[c.n];
+    spec.k = ranges[c.k];
+    if (ShapedType::isDynamic(spec.m) || ShapedType::isDynamic(spec.n) ||
+        ShapedType::isDynamic(spec.k) || spec.m > gemvMaxM)
+      return std::nullopt;
+    // Static strides per loop dim and offset of each operand.
+    auto strides = [&](OpOperand &operand, SmallVector<int64_t> &perLoop,
+                       int64_t &offset) {
+      auto type = cast<MemRefType>(operand.get().getType());
+      SmallVector<int64_t> s;
+      if (failed(type.getStridesAndOffset(s, offset)) ||
+          ShapedType::isDynamic(offset) || offset % 4 != 0 ||
+          llvm::any_of(s, ShapedType::isDynamic))
+        return false;
+      perLoop.assign(op.getNumLoops(), 0);
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      for (unsigned r = 0; r < map.getNumResults(); ++r)
+        perLoop[map.getDimPosition(r)] = type.getDimSize(r) == 1 ? 0 : s[r];
+      return true;
+    };
+    SmallVector<int64_t> sa, sb, sc;
+    int64_t oa, ob, oc;
+    if (!strides(*op.getDpsInputOperand(0), sa, oa) ||
+        !strides(*op.getDpsInputOperand(1), sb, ob) ||
+        !strides(*op.getDpsInitOperand(0), sc, oc))
+      return std::nullopt;
+    // Unit strides along k (A and B) and n (C); a unit extent has none.
+    auto unit = [](int64_t stride, int64_t extent) {
+      return stride == 1 || extent == 1;
+    };
+    if (!unit(sa[c.k], spec.k) || !unit(sb[c.k], spec.k) ||
+        !unit(sc[c.n], spec.n))
+      return std::nullopt;
+    spec.lda = spec.m == 1 ? 0 : sa[c.m];
+    spec.ldb = spec.n == 1 ? 0 : sb[c.n];
+    spec.ldc = spec.m == 1 ? 0 : sc[c.m];
+    spec.rowsPerWarp = spec.m <= 2 ? 2 : 1;
+    spec.accumulate = !fill;
+    std::string why;
+    if (failed(kimi::gpu::verifyGemvKernelSpec(spec, why)))
+      return std::nullopt;
+    return spec;
+  }
+
+  void launchGemv(kimi::gpu::GeneratedKernels &kernels, linalg::LinalgOp op,
+                  const kimi::gpu::GemvKernelSpec &spec, linalg::FillOp fill) {
     Location loc = op.getLoc();
-    // Before anything below reads C's metadata (which would count as a use).
-    linalg::FillOp fill = zeroFillOf(op, op.getDpsInits()[0]);
+    if (fill)
+      fill->erase();
+    std::string name = "gemv_" + spec.key();
+    mlir::gpu::GPUFuncOp fn =
+        kernels.get(spec.key(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
+          return kimi::gpu::emitGemvKernel(mb, loc, m, name, spec);
+        });
+    OpBuilder b(op);
+    // Each buffer as a flat view from its first element (its static offset
+    // kept), cast to the kernel's memref<?xf32, strided<[1], offset: ?>>.
+    auto flat = [&](Value buffer) -> Value {
+      auto type = cast<MemRefType>(buffer.getType());
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      (void)type.getStridesAndOffset(strides, offset);
+      int64_t extent = 1;
+      for (auto [size, stride] : llvm::zip(type.getShape(), strides))
+        extent += (size - 1) * stride;
+      auto view = memref::ReinterpretCastOp::create(
+          b, loc,
+          MemRefType::get({extent}, type.getElementType(),
+                          StridedLayoutAttr::get(&getContext(), offset, {1})),
+          buffer, offset, ArrayRef<int64_t>{extent}, ArrayRef<int64_t>{1});
+      return memref::CastOp::create(b, loc,
+                                    kimi::gpu::gemvBufferType(&getContext()),
+                                    view);
+    };
+    Value args[] = {flat(op.getDpsInputs()[0]), flat(op.getDpsInputs()[1]),
+                    flat(op.getDpsInits()[0])};
+    auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+    mlir::gpu::LaunchFuncOp::create(
+        b, loc, fn, mlir::gpu::KernelDim3{c(kimi::gpu::gemvBlocks(spec)), c(1), c(1)},
+        mlir::gpu::KernelDim3{c(kimi::gpu::kGemvThreads), c(1), c(1)}, Value(),
+        ValueRange(args));
+    op->erase();
+  }
+
+  void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c,
+               linalg::FillOp fill) {
+    Location loc = op.getLoc();
     b.setInsertionPoint(op);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value four = arith::ConstantIndexOp::create(b, loc, 4);

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -244,6 +245,59 @@ std::array<FragB, 2> KernelEmitter::fragB(Value tile, Value rowBase, int64_t ld,
 }
 
 void KernelEmitter::barrier() { mlir::gpu::BarrierOp::create(b, loc); }
+
+RowVectors::RowVectors(KernelEmitter &e, Value t, int64_t group, int64_t width,
+                       int64_t vw)
+    : e(e), vw(vw) {
+  const int64_t vectors = width / vw;
+  const int64_t perThread = (vectors + group - 1) / group;
+  for (int64_t j = 0; j < perThread; ++j) {
+    Value vi = e.add(t, e.idx(j * group));
+    valid.push_back(e.ult(vi, e.idx(vectors)));
+    col.push_back(e.mul(e.minu(vi, e.idx(vectors - 1)), e.idx(vw)));
+  }
+}
+
+SmallVector<Value> RowVectors::load(Value buf, Value rowBase, int64_t j) {
+  OpBuilder &b = e.b;
+  Type elt = cast<MemRefType>(buf.getType()).getElementType();
+  Value vec = vector::LoadOp::create(
+      b, e.loc, VectorType::get({vw}, elt), buf,
+      ValueRange{e.add(rowBase, col[j])}, false,
+      llvm::MaybeAlign(vw * elt.getIntOrFloatBitWidth() / 8));
+  SmallVector<Value> out;
+  for (int64_t c = 0; c < vw; ++c)
+    out.push_back(e.select(
+        valid[j],
+        e.toF32(vector::ExtractOp::create(b, e.loc, vec, ArrayRef<int64_t>{c})),
+        e.f32(0.0)));
+  return out;
+}
+
+SmallVector<Value> RowVectors::loadAll(Value buf, Value rowBase) {
+  SmallVector<Value> out;
+  for (int64_t j = 0; j < perThread(); ++j)
+    llvm::append_range(out, load(buf, rowBase, j));
+  return out;
+}
+
+void RowVectors::storeAll(ArrayRef<Value> values, Value buf, Value rowBase) {
+  OpBuilder &b = e.b;
+  Type elt = cast<MemRefType>(buf.getType()).getElementType();
+  for (int64_t j = 0; j < perThread(); ++j) {
+    auto guard = scf::IfOp::create(b, e.loc, valid[j], false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&guard.getThenRegion().front());
+    SmallVector<Value> conv;
+    for (int64_t c = 0; c < vw; ++c)
+      conv.push_back(e.fromF32(values[j * vw + c], elt));
+    Value vec =
+        vector::FromElementsOp::create(b, e.loc, VectorType::get({vw}, elt), conv);
+    vector::StoreOp::create(b, e.loc, vec, buf, ValueRange{e.add(rowBase, col[j])},
+                            false,
+                            llvm::MaybeAlign(vw * elt.getIntOrFloatBitWidth() / 8));
+  }
+}
 
 mlir::gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
                                   mlir::gpu::GPUModuleOp module, StringRef name,

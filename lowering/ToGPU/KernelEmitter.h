@@ -144,6 +144,33 @@ private:
                              mlir::Value colBase, bool kRows);
 };
 
+/// One thread's share of a row of `width` values, split in vectors of
+/// `vw` contiguous values dealt round-robin over `group` threads: vector j
+/// of thread `t` covers columns col[j] .. col[j] + vw - 1 (coalesced over
+/// the group). Vectors past the row read as zeros and are not stored.
+/// Rows and columns are multiples of vw and buffers 256-byte aligned, so
+/// each access is aligned to its size (one 16-byte load of f32 x 4).
+class RowVectors {
+public:
+  RowVectors(KernelEmitter &e, mlir::Value t, int64_t group, int64_t width,
+             int64_t vw);
+  int64_t perThread() const { return static_cast<int64_t>(col.size()); }
+  int64_t vectorWidth() const { return vw; }
+  /// Vector j of the row at `rowBase` of `buf`, as f32.
+  llvm::SmallVector<mlir::Value> load(mlir::Value buf, mlir::Value rowBase,
+                                      int64_t j);
+  /// All of this thread's values of the row (perThread * vw).
+  llvm::SmallVector<mlir::Value> loadAll(mlir::Value buf, mlir::Value rowBase);
+  /// Stores `values` (perThread * vw f32) in `buf`'s element type.
+  void storeAll(llvm::ArrayRef<mlir::Value> values, mlir::Value buf,
+                mlir::Value rowBase);
+
+private:
+  KernelEmitter &e;
+  int64_t vw;
+  llvm::SmallVector<mlir::Value> col, valid;
+};
+
 /// Creates `gpu.func @name` (a kernel, with `known_block_size`) at the end
 /// of `module` and leaves `b` at the start of its body.
 mlir::gpu::GPUFuncOp createKernel(mlir::OpBuilder &b, mlir::Location loc,

@@ -66,4 +66,48 @@ Value tensorOfFlatBuffer(OpBuilder &b, Location loc, Value buffer,
                                        sizes);
 }
 
+Value rowCount(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes) {
+  int64_t staticRows = 1;
+  Value dynamicRows;
+  for (OpFoldResult s : sizes.drop_back()) {
+    if (std::optional<int64_t> c = getConstantIntValue(s)) {
+      staticRows *= *c;
+      continue;
+    }
+    Value v = cast<Value>(s);
+    dynamicRows = dynamicRows ? arith::MulIOp::create(b, loc, dynamicRows, v) : v;
+  }
+  Value rows = arith::ConstantIndexOp::create(b, loc, staticRows);
+  if (!dynamicRows)
+    return rows;
+  return staticRows == 1 ? dynamicRows
+                         : arith::MulIOp::create(b, loc, dynamicRows, rows);
+}
+
+Value asDynamicBuffer(OpBuilder &b, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.isDynamicDim(0))
+    return buffer;
+  return memref::CastOp::create(
+      b, loc, MemRefType::get({ShapedType::kDynamic}, type.getElementType()),
+      buffer);
+}
+
+mlir::gpu::GPUFuncOp GeneratedKernels::get(
+    StringRef key,
+    function_ref<mlir::gpu::GPUFuncOp(OpBuilder &, mlir::gpu::GPUModuleOp)> emit) {
+  auto found = kernels.find(key);
+  if (found != kernels.end())
+    return found->second;
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  if (!kernelModule) {
+    kernelModule = mlir::gpu::GPUModuleOp::create(mb, module.getLoc(), moduleName);
+    module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(module.getContext()));
+  }
+  mlir::gpu::GPUFuncOp fn = emit(mb, kernelModule);
+  kernels[key] = fn;
+  return fn;
+}
+
 } // namespace kimi::gpu

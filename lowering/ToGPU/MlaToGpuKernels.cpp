@@ -43,13 +43,13 @@ struct KimiGpuMlaKernels
       if (isa<MlaOp, MlaDecodeOp>(op))
         ops.push_back(op);
     });
-    int index = 0;
+    kimi::gpu::GeneratedKernels kernels(module, "kimi_mla");
     for (Operation *op : ops)
-      if (failed(rewrite(module, op, index)))
+      if (failed(rewrite(kernels, op)))
         return signalPassFailure();
   }
 
-  LogicalResult rewrite(ModuleOp module, Operation *op, int &index) {
+  LogicalResult rewrite(kimi::gpu::GeneratedKernels &kernels, Operation *op) {
     OpBuilder b(op);
     Location loc = op->getLoc();
     MlaOperands m;
@@ -138,28 +138,24 @@ struct KimiGpuMlaKernels
         b.getF32Type());
     Value kv = LinearOp::create(b, loc, kvType, m.latent, m.kvb, Value());
 
-    // The kernel, in a gpu.module of its own.
-    MLIRContext *ctx = &getContext();
-    OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-    auto kernels = mlir::gpu::GPUModuleOp::create(
-        mb, loc, "kimi_mla_" + std::to_string(index++));
-    module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
-                    UnitAttr::get(ctx));
-    auto fn = kimi::gpu::emitMlaPrefillKernel(mb, loc, kernels, "mla_prefill",
-                                              shape);
+    // One kernel per specialisation (B, T and S are run-time arguments).
+    std::string key = std::to_string(shape.heads) + "_" +
+                      std::to_string(shape.nope) + "_" + std::to_string(shape.rope) +
+                      "_" + std::to_string(shape.dv) + "_" +
+                      std::to_string(shape.hasGate) + std::to_string(shape.hasLengths) +
+                      "_" + std::to_string(shape.scale);
+    std::string name = "mla_prefill_" + std::to_string(kernels.size());
+    auto fn = kernels.get(key, [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
+      return kimi::gpu::emitMlaPrefillKernel(mb, loc, m, name, shape);
+    });
 
     SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(b, loc, m.q);
     Value B = getValueOrCreateConstantIndexOp(b, loc, qSizes[0]);
     Value T = getValueOrCreateConstantIndexOp(b, loc, qSizes[1]);
     Value S = getValueOrCreateConstantIndexOp(b, loc, latentSizes[1]);
     // The kernel takes memref<?x...>: one kernel for any B, T and S.
-    auto dynamic = [&](Value buffer) -> Value {
-      auto type = cast<MemRefType>(buffer.getType());
-      if (type.isDynamicDim(0))
-        return buffer;
-      return memref::CastOp::create(
-          b, loc, MemRefType::get({ShapedType::kDynamic}, type.getElementType()),
-          buffer);
+    auto dynamic = [&](Value buffer) {
+      return kimi::gpu::asDynamicBuffer(b, loc, buffer);
     };
     auto input = [&](Value t) {
       return dynamic(kimi::gpu::flatInputBuffer(b, loc, t));

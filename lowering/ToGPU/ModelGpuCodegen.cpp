@@ -313,6 +313,12 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
              "}";
   if (options.mlaKernels)
     front += std::string(front.empty() ? "" : ",") + "kimi-gpu-mla-kernels";
+  // AttnRes first: it fuses the norm of each mix, the norm pass takes the
+  // rest.
+  if (options.tokenwiseKernels)
+    front += std::string(front.empty() ? "" : ",") +
+             "kimi-gpu-attn-res-kernels,kimi-gpu-norm-kernels,"
+             "kimi-gpu-short-conv-kernels";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,
@@ -328,6 +334,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     if (options.gemmCalls) {
       kimi::KimiGpuGemmCallsOptions gemm;
       gemm.precision = options.matmulPrecision;
+      gemm.gemvMaxM = options.gemvMaxM;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());

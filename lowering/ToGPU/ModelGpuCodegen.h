@@ -46,6 +46,11 @@ struct ModelGpuCodegenOptions {
   /// flash-style kernel (kimi-gpu-mla-kernels; f16 tensor-core products
   /// inside) rather than the absorbed linalg decomposition.
   bool mlaKernels = false;
+  /// The token-wise ops as generated kernels, one launch each
+  /// (kimi-gpu-attn-res-kernels, kimi-gpu-norm-kernels,
+  /// kimi-gpu-short-conv-kernels; f32 like the linalg decompositions they
+  /// replace).
+  bool tokenwiseKernels = true;
   /// Multiprocessors the KDA launch planning assumes.
   int smCount = 132;
   /// Routed experts over at least this many tokens (prefill steps, batched
@@ -58,6 +63,10 @@ struct ModelGpuCodegenOptions {
   /// Elementwise chains fused into their consumers before bufferization
   /// (kimi-gpu-fuse-elementwise): fewer kernels and buffers.
   bool fuseElementwise = true;
+  /// Products of at most this many static rows (decode steps) through the
+  /// generated GEMV kernel rather than cuBLASLt (kimi-gpu-gemm-calls
+  /// {gemv-max-m}); 0: none.
+  int64_t gemvMaxM = 4;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
   /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.

@@ -248,6 +248,23 @@ cl::opt<bool> gpuMlaKernels(
              "products, f32 softmax; default off: the absorbed f32 "
              "decomposition)"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> gpuTokenwiseKernels(
+    "gpu-tokenwise-kernels",
+    cl::desc("--target sm_90a models: run the token-wise ops as generated "
+             "kernels, one launch each: every AttnRes application with the "
+             "RMSNorm of its mix, the RMS, L2 and gated RMS norms, and the "
+             "short convolutions with their SiLU and final state "
+             "(kimi-gpu-attn-res-kernels, kimi-gpu-norm-kernels, "
+             "kimi-gpu-short-conv-kernels; f32; default on; =false: their "
+             "linalg decompositions, three to ten launches each)"),
+    cl::init(true), cl::cat(category));
+cl::opt<int64_t> gpuGemvMaxM(
+    "gpu-gemv-max-m",
+    cl::desc("--target sm_90a models: matrix products of at most this many "
+             "rows (decode steps; 0..8) run as the generated GEMV kernel, "
+             "exact f32 with 16-byte weight loads, instead of cuBLASLt "
+             "(kimi-gpu-gemm-calls{gemv-max-m}; default 4, 0: none)"),
+    cl::init(4), cl::cat(category));
 cl::opt<int64_t> gpuReductionUnroll(
     "gpu-reduction-unroll",
     cl::desc("--target sm_90a models: iterations each lane of a reduction "
@@ -457,6 +474,10 @@ int main(int argc, char **argv) {
       codegen.matmulPrecision = gpuMatmulPrecision;
       codegen.kdaKernels = gpuKdaKernels;
       codegen.mlaKernels = gpuMlaKernels;
+      codegen.tokenwiseKernels = gpuTokenwiseKernels;
+      if (gpuGemvMaxM < 0 || gpuGemvMaxM > 8)
+        return fail("--gpu-gemv-max-m must be in 0..8");
+      codegen.gemvMaxM = gpuGemvMaxM;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
       if (sortedExpertsMinTokens < 0)

@@ -153,6 +153,37 @@ func.func @zero_fill_dropped(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %a2: m
 
 // -----
 
+// An MLP's gate and up projections each start from a fill of their own,
+// and both fills come before either product: the first product looks past
+// the second fill (another allocation) and both overwrite (flags 3). A
+// product on a view of C's allocation between fill and product keeps the
+// fill.
+// CHECK-LABEL: func.func @fills_of_other_allocations
+// CHECK-NOT: linalg.fill
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c0{{(_[0-9]+)?}}, %c3{{(_[0-9]+)?}}) :
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c0{{(_[0-9]+)?}}, %c3{{(_[0-9]+)?}}) :
+// CHECK: linalg.fill
+// CHECK: linalg.fill
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c0{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+func.func @fills_of_other_allocations(%a: memref<8x16xf32>, %b: memref<16x32xf32>) -> (memref<8x32xf32>, memref<8x32xf32>, memref<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %g = memref.alloc() : memref<8x32xf32>
+  %u = memref.alloc() : memref<8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%g : memref<8x32xf32>)
+  linalg.fill ins(%zero : f32) outs(%u : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%g : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%u : memref<8x32xf32>)
+  %h = memref.alloc() : memref<8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%h : memref<8x32xf32>)
+  %row = memref.subview %h[0, 0] [1, 32] [1, 1] : memref<8x32xf32> to memref<1x32xf32, strided<[32, 1]>>
+  linalg.fill ins(%one : f32) outs(%row : memref<1x32xf32, strided<[32, 1]>>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%h : memref<8x32xf32>)
+  return %g, %u, %h : memref<8x32xf32>, memref<8x32xf32>, memref<8x32xf32>
+}
+
+// -----
+
 // Fills that stay: a nonzero value, -0.0 (only the +0.0 that the lowering
 // emits is matched), and a zero fill that something reads before the
 // product.

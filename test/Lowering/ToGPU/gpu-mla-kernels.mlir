@@ -23,11 +23,11 @@
 // CHECK: memref.cast %{{.*}} : memref<1xi32> to memref<?xi32>
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<16384xf32>
 // CHECK: %[[GX:.*]] = arith.ceildivui %{{.*}}, %c64
-// CHECK: gpu.launch_func  @kimi_mla_0::@mla_prefill blocks in (%[[GX]], %c4, %{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %c128 : index, %dim : index)
+// CHECK: gpu.launch_func  @kimi_mla::@mla_prefill_0 blocks in (%[[GX]], %c4, %{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %c128 : index, %dim : index)
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable : memref<16384xf32>
 // CHECK: tensor.expand_shape
-// CHECK: gpu.module @kimi_mla_0
-// CHECK: gpu.func @mla_prefill
+// CHECK: gpu.module @kimi_mla
+// CHECK: gpu.func @mla_prefill_0
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK-COUNT-2: memref.get_global
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
@@ -49,7 +49,7 @@ func.func @prefill_chunk(%q: tensor<1x128x4x48xf32>, %cache: tensor<1x?x80xf32>,
 // CHECK-LABEL: func.func @whole_sequence
 // CHECK-NOT: kimi.mla
 // CHECK: kimi.linear %{{.*}}, %{{.*}} : tensor<2x?x64xf32>, tensor<256x64xf32> -> tensor<2x?x256xf32>
-// CHECK: gpu.launch_func @kimi_mla_0::@mla_prefill
+// CHECK: gpu.launch_func @kimi_mla::@mla_prefill_0
 func.func @whole_sequence(%q: tensor<2x?x4x48xf32>, %ckv: tensor<2x?x64xf32>, %kpe: tensor<2x?x16xf32>,
                    %kvb: tensor<256x64xf32>) -> tensor<2x?x4x32xf32> {
   %o = kimi.mla %q, %ckv, %kpe, %kvb scale(0.14433756729740643) : (tensor<2x?x4x48xf32>, tensor<2x?x64xf32>, tensor<2x?x16xf32>, tensor<256x64xf32>) -> tensor<2x?x4x32xf32>

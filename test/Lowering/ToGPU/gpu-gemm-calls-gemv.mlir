@@ -1,0 +1,88 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=gemv-max-m=4 | FileCheck %s
+
+// A decode step's projection x W^T (one row, W as [N, K]) after its zero
+// fill: the fill goes and the product is one launch of the generated GEMV
+// kernel over flat views of the buffers: ceil(96 / (4 warps x 2 rows)) = 12
+// blocks of 128 threads. The kernel stores (no accumulation).
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK: module attributes {gpu.container_module}
+// CHECK-LABEL: func.func @decode_linear
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: call @kimi_gpu_gemm_f32
+// CHECK: memref.reinterpret_cast %arg0 to offset: [0], sizes: [2048], strides: [1] : memref<1x1x2048xf32> to memref<2048xf32, strided<[1]>>
+// CHECK: memref.reinterpret_cast %arg1 to offset: [0], sizes: [196608], strides: [1]
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x2048_0_2048_0_r2 blocks in (%c12, %c1{{.*}}, %c1{{.*}}) threads in (%c128, %c1{{.*}}, %c1{{.*}})  args(%{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK: gpu.module @kimi_gemv
+// CHECK: gpu.func @gemv_1x96x2048_0_2048_0_r2
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// Two weight rows and the input, 16 bytes each, eight chunks a loop trip.
+// CHECK: scf.for
+// CHECK-COUNT-24: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32, strided<[1], offset: ?>>, vector<4xf32>
+// CHECK: vector.reduction <add>
+// CHECK: gpu.shuffle  xor
+// CHECK-NOT: memref.load
+// CHECK: memref.store
+func.func @decode_linear(%x: memref<1x1x2048xf32>, %w: memref<96x2048xf32>, %o: memref<1x1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x1x2048xf32>, memref<96x2048xf32>) outs(%o : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Three rows that accumulate onto C (no zero fill), K not a multiple of a
+// warp's 128: one row of B per warp, the ragged last chunk masked, C read
+// before the store. Equal products share one kernel.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+// CHECK-LABEL: func.func @accumulate_ragged
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_3x40x200_200_200_40_r1_acc blocks in (%c10{{.*}},
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_3x40x200_200_200_40_r1_acc blocks in (%c10{{.*}},
+// CHECK: gpu.module @kimi_gemv
+// CHECK-COUNT-1: gpu.func
+// CHECK-NOT: gpu.func
+// CHECK: arith.cmpi ult
+// CHECK: arith.select
+// CHECK: memref.load
+// CHECK: memref.store
+func.func @accumulate_ragged(%x: memref<3x200xf32>, %w: memref<40x200xf32>, %o: memref<3x40xf32>, %o2: memref<3x40xf32>) {
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<3x200xf32>, memref<40x200xf32>) outs(%o : memref<3x40xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<3x200xf32>, memref<40x200xf32>) outs(%o2 : memref<3x40xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// More rows than gemv-max-m, and B stored [K, N] (n contiguous): cuBLASLt.
+// CHECK-LABEL: func.func @stays_cublas
+// CHECK-NOT: gpu.launch_func
+// CHECK: call @kimi_gpu_gemm_f32
+// CHECK: call @kimi_gpu_gemm_f32
+func.func @stays_cublas(%a: memref<8x64xf32>, %b: memref<64x32xf32>, %c: memref<8x32xf32>,
+                        %x: memref<1x64xf32>, %d: memref<1x32xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x64xf32>, memref<64x32xf32>) outs(%c : memref<8x32xf32>)
+  linalg.matmul ins(%x, %b : memref<1x64xf32>, memref<64x32xf32>) outs(%d : memref<1x32xf32>)
+  return
+}

@@ -1,0 +1,46 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-short-conv-kernels -verify-diagnostics | FileCheck %s
+
+// A decode step's convolution with SiLU and a carried state: one launch
+// writes the output and the final state. Threads: B (T + K - 1) C / 4 =
+// 1 * 4 * 16 = 64, one block of 256. B and T are run-time arguments.
+// CHECK: module attributes {gpu.container_module}
+// CHECK-LABEL: func.func @decode_step
+// CHECK-NOT: kimi.short_conv
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<64xf32>
+// CHECK: %[[FIN:.*]] = memref.alloc() : memref<192xf32>
+// CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_0 blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%c256{{.*}}, %{{.*}}, %{{.*}})  args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<256xf32>, %{{.*}} : memref<?xf32>, %{{.*}} : memref<?xf32>, %{{.*}} : memref<?xf32>, %c1{{.*}} : index, %c1{{.*}} : index)
+// CHECK-DAG: bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK-DAG: bufferization.to_tensor %[[FIN]] restrict writable
+// CHECK: gpu.module @kimi_short_conv
+// CHECK: gpu.func @short_conv_0
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// Four channels a thread, the state and x rows each read 16 bytes at once.
+// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CHECK: math.exp
+// CHECK: vector.store
+// CHECK: } else {
+// CHECK: vector.store
+func.func @decode_step(%x: tensor<1x1x64xf32>, %w: tensor<64x1x4xf32>, %s: tensor<1x3x64xf32>) -> (tensor<1x1x64xf32>, tensor<1x3x64xf32>) {
+  %o, %f = kimi.short_conv silu %x, %w state %s : tensor<1x1x64xf32>, tensor<64x1x4xf32>, tensor<1x3x64xf32> -> tensor<1x1x64xf32>, tensor<1x3x64xf32>
+  return %o, %f : tensor<1x1x64xf32>, tensor<1x3x64xf32>
+}
+
+// -----
+
+// A whole prompt of run-time length without a state (zeros) and without
+// SiLU; an odd channel count goes one channel a thread. The two ops differ
+// in their specialisation: two kernels.
+// CHECK-LABEL: func.func @prompt
+// CHECK: %[[T:.*]] = tensor.dim %arg0, %c1
+// CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_0 {{.*}} args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<12xf32>, %{{.*}} : memref<?xf32>, %{{.*}} : memref<?xf32>, %c2{{.*}} : index, %[[T]] : index)
+// CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_1
+// CHECK: gpu.module @kimi_short_conv
+// CHECK: gpu.func @short_conv_0
+// CHECK-NOT: math.exp
+// CHECK: memref<?xf32>, vector<1xf32>
+// CHECK: gpu.func @short_conv_1
+func.func @prompt(%x: tensor<2x?x3xf32>, %w: tensor<3x1x4xf32>, %y: tensor<2x?x4xf32>, %w2: tensor<4x1x4xf32>) -> (tensor<2x?x3xf32>, tensor<2x3x3xf32>, tensor<2x?x4xf32>) {
+  %o, %f = kimi.short_conv %x, %w : tensor<2x?x3xf32>, tensor<3x1x4xf32> -> tensor<2x?x3xf32>, tensor<2x3x3xf32>
+  %o2, %f2 = kimi.short_conv silu %y, %w2 : tensor<2x?x4xf32>, tensor<4x1x4xf32> -> tensor<2x?x4xf32>, tensor<2x3x4xf32>
+  return %o, %f, %o2 : tensor<2x?x3xf32>, tensor<2x3x3xf32>, tensor<2x?x4xf32>
+}
