@@ -101,3 +101,58 @@ func.func @shared_with_a_product(%x: tensor<8x64xf32>, %w: tensor<32x64xf32>,
   } -> tensor<8x64xf32>
   return %y, %z : tensor<8x32xf32>, tensor<8x64xf32>
 }
+
+// -----
+
+// A consumer that reads each element of the producer 1,024 times (its j
+// loop is not in the operand's map): the tanh is computed once into its
+// own generic, not again for every j. Read 16 times, it is fused.
+#ei = affine_map<(e, j, i) -> (e, i)>
+#eji = affine_map<(e, j, i) -> (e, j, i)>
+#ej = affine_map<(e, j, i) -> (e, j)>
+#p = affine_map<(e, i) -> (e, i)>
+// CHECK-LABEL: func.func @reread_not_fused
+// CHECK: math.tanh
+// CHECK-NEXT: linalg.yield
+// CHECK: linalg.generic
+// CHECK-NOT: math.tanh
+// CHECK: arith.maximumf
+// CHECK-LABEL: func.func @reread_16_fused
+// CHECK-COUNT-1: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: math.tanh
+// CHECK: arith.maximumf
+func.func @reread_not_fused(%x: tensor<8x64xf32>, %w: tensor<8x1024x64xf32>, %init: tensor<8x1024xf32>) -> tensor<8x1024xf32> {
+  %e = tensor.empty() : tensor<8x64xf32>
+  %t = linalg.generic {indexing_maps = [#p, #p], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x64xf32>) outs(%e : tensor<8x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = math.tanh %a : f32
+    linalg.yield %m : f32
+  } -> tensor<8x64xf32>
+  %r = linalg.generic {indexing_maps = [#ei, #eji, #ej], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%t, %w : tensor<8x64xf32>, tensor<8x1024x64xf32>) outs(%init : tensor<8x1024xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.maximumf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x1024xf32>
+  return %r : tensor<8x1024xf32>
+}
+func.func @reread_16_fused(%x: tensor<8x64xf32>, %w: tensor<8x16x64xf32>, %init: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %e = tensor.empty() : tensor<8x64xf32>
+  %t = linalg.generic {indexing_maps = [#p, #p], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x64xf32>) outs(%e : tensor<8x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = math.tanh %a : f32
+    linalg.yield %m : f32
+  } -> tensor<8x64xf32>
+  %r = linalg.generic {indexing_maps = [#ei, #eji, #ej], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%t, %w : tensor<8x64xf32>, tensor<8x16x64xf32>) outs(%init : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.maximumf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
