@@ -30,6 +30,12 @@ namespace kimi {
 /// runtime (`kimi_gpu_read_i32`).
 constexpr llvm::StringLiteral kHostReadFn = "kimi_host_read_i32";
 
+/// Unit attribute that kimi-gpu-grid-dependencies puts on a `gpu.module`
+/// whose kernels all begin with `griddepcontrol.wait`: the runtime may
+/// launch them with programmatic dependent launch.
+constexpr llvm::StringLiteral kWaitsGridDependenciesAttr =
+    "kimi.waits_grid_dependencies";
+
 #define GEN_PASS_DECL
 #include "lowering/Passes.h.inc"
 

@@ -515,6 +515,20 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
     way (the kernel stores rather than adds).
+
+    GEMV products that read the same A (the same root buffer through views
+    of one type: a decode step's q, k, v, gate and beta projections of one
+    normalised activation) run as one launch of up to `gemv-max-group`
+    products, each owning a range of the grid's blocks. A launch costs a
+    few microseconds of fixed time, and the small products of a group (a
+    16-row beta projection) are nothing but that. The group is launched
+    where its first product was, so a later product joins only when that
+    cannot be observed: no op between the two uses its output buffer
+    (other than its own zero fill) or may write A or its weight, neither
+    product may write what the other reads, and the ops that define its
+    weight and output views are allocations, side-effect-free ops or loads
+    of the weight table, which move up with it. Buffers that may be one
+    (two function arguments) count as the same.
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
@@ -522,6 +536,9 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     Option<"gemvMaxM", "gemv-max-m", "int64_t", "0",
            "Products of at most this many static rows of A (1..8) run as the "
            "generated GEMV kernel; 0: all through cuBLASLt">,
+    Option<"gemvMaxGroup", "gemv-max-group", "int64_t", "8",
+           "GEMV products of one A launched together, at most this many "
+           "(1..8); 1: one launch per product">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -651,6 +668,48 @@ def KimiGpuSerialKernels
     "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def KimiGpuGridDependencies
+    : Pass<"kimi-gpu-grid-dependencies", "::mlir::ModuleOp"> {
+  let summary = "Let each kernel be launched before its predecessor ends (PDL)";
+  let description = [{
+    A decode step of a GPU model is hundreds of small kernels in a row on
+    one stream, and between two of them the second kernel's launch (grid
+    setup, block scheduling, its prologue) normally starts only once the
+    first has completed. Hopper's programmatic dependent launch overlaps
+    the two: a kernel launched with programmatic stream serialization may
+    start while its predecessor still runs, and waits for it with
+    `griddepcontrol.wait`.
+
+    This pass makes every kernel of every `gpu.module` safe to launch that
+    way: its entry block begins with
+
+    ```
+    nvvm.griddepcontrol wait
+    nvvm.griddepcontrol launch_dependents
+    ```
+
+    The wait comes before any access to memory, so the kernel sees every
+    write of its predecessor, and its predecessor has seen every write of
+    the one before (each kernel waited in turn): the order of the stream
+    holds transitively. The early `launch_dependents` lets the next kernel
+    be scheduled as soon as every block of this one has passed its wait;
+    it cannot run ahead, since its own wait returns only once this kernel
+    has completed. Launches that do not ask for the overlap (cuBLASLt's,
+    copies, a runtime without it) see ordinary stream order, and on the
+    launch side nothing changes unless the runtime asks: the pass marks
+    each `gpu.module` with the unit attribute
+    `kimi.waits_grid_dependencies`, which the GPU model target records in
+    the artifact (`Kernel.waits_grid_dependencies`), and only then does the
+    runtime set the launch attribute (docs/runtime-abi.md). Kernels already
+    beginning with the wait are left as they are. Needs sm_90 or later
+    (PTX ISA 7.8).
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::NVVM::NVVMDialect",
   ];
 }
 

@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -54,6 +55,18 @@ double median(std::vector<double> v) {
 double seconds(std::chrono::steady_clock::time_point a,
                std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+/// cuProfilerStart / cuProfilerStop of the driver the runtime loaded, for
+/// `ncu --profile-from-start off` (--cuda-profiler-step).
+void cudaProfiler(bool start) {
+  void *cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  using Fn = int (*)();
+  Fn fn = cuda ? reinterpret_cast<Fn>(::dlsym(
+                     cuda, start ? "cuProfilerStart" : "cuProfilerStop"))
+               : nullptr;
+  if (!fn || fn() != 0)
+    std::fprintf(stderr, "kimi-bench-model: cuProfiler%s failed\n",
+                 start ? "Start" : "Stop");
 }
 [[noreturn]] void die(const std::string &what) {
   std::fprintf(stderr, "kimi-bench-model: %s\n", what.c_str());
@@ -181,7 +194,8 @@ int main(int argc, char **argv) {
                  "usage: kimi-bench-model MODEL.kimi [--batch-artifact B.kimi] "
                  "[--prefill-tokens N] [--decode-steps N] [--context C] "
                  "[--repeats R] [--warmup W] [--seed S] "
-                 "[--prefill-logits last|all] [--profile]\n"
+                 "[--prefill-logits last|all] [--profile] "
+                 "[--cuda-profiler-step N]\n"
                  "  --repeats  timed rounds of prefill and decode (median; "
                  "default 3)\n"
                  "  --warmup   untimed rounds before them (default 1): the "
@@ -194,12 +208,17 @@ int main(int argc, char **argv) {
                  "phase on stderr\n"
                  "             (CUDA events around every launch: the JSON "
                  "times include them)\n"
-                 "  --profile-rows N  kernels listed per phase (default 40)\n");
+                 "  --profile-rows N  kernels listed per phase (default 40)\n"
+                 "  --cuda-profiler-step N  GPU models: decode step N of the "
+                 "last round\n"
+                 "             between cuProfilerStart and cuProfilerStop "
+                 "(for ncu\n"
+                 "             --profile-from-start off: one step's kernels)\n");
     return 2;
   }
   std::string model = argv[1], batchModel;
   long prefillTokens = 8192, decodeSteps = 32, context = 1024, repeats = 3,
-       warmup = 1, seed = 1, profileRows = 40;
+       warmup = 1, seed = 1, profileRows = 40, profilerStep = -1;
   bool profile = false;
   PrefillLogits prefillLogits = PrefillLogits::kLast;
   for (int i = 2; i < argc; ++i) {
@@ -229,6 +248,7 @@ int main(int argc, char **argv) {
     else if (a == "--warmup") warmup = v;
     else if (a == "--profile-rows") profileRows = v;
     else if (a == "--seed") seed = v;
+    else if (a == "--cuda-profiler-step") profilerStep = v;
     else
       die("unknown option " + a);
   }
@@ -262,10 +282,15 @@ int main(int argc, char **argv) {
                    m.exe->profileReport(profileRows).c_str());
     m.exe->clearProfile(); // the profile and call times of the decode steps
     for (long i = 0; i < decodeSteps; ++i) {
+      const bool ranged = r == repeats - 1 && i == profilerStep;
+      if (ranged)
+        cudaProfiler(true);
       auto s0 = std::chrono::steady_clock::now();
       auto d = session->decodeStep(prompt[i % prompt.size()]);
       if (!d.isOk())
         die("decode: " + d.status().message());
+      if (ranged)
+        cudaProfiler(false);
       if (timed)
         stepS.push_back(seconds(s0, std::chrono::steady_clock::now()));
     }

@@ -5,7 +5,12 @@
 # (or ./device-out); the last lines printed are a short table.
 #
 #   bench/model/run-device.sh [--no-tests] [--no-bench] [--no-eager] [--profile NAME]
-#                             [--model-tests GTEST_FILTER]
+#                             [--model-tests GTEST_FILTER] [--no-pdl NAME] [--ncu NAME]
+# --no-pdl NAME: also time k3-mini-NAME.kimi with KIMI_GPU_PDL=0 (plain
+#   launches), as bench-NAME-nopdl.json.
+# --ncu NAME: Nsight Compute's duration of every kernel of one batch-1
+#   decode step of k3-mini-NAME.kimi (step 4 of 8, graphs replayed), as
+#   ncu-NAME.csv; needs hardware counters (Firecracker machines).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root/gpucheck" || exit 1
@@ -15,7 +20,7 @@ export LD_LIBRARY_PATH=$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz; do
   [ -f "$z" ] && gunzip -f "$z"
 done
-tests=1 eager=1 bench=1 profile="" filter="*"
+tests=1 eager=1 bench=1 profile="" filter="*" nopdl="" ncu=""
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -23,6 +28,8 @@ while [ $# -gt 0 ]; do
     --no-bench) bench=0 ;;
     --profile) profile=$2; shift ;;
     --model-tests) filter=$2; shift ;;
+    --no-pdl) nopdl=$2; shift ;;
+    --ncu) ncu=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -52,6 +59,37 @@ for a in $([ $bench = 1 ] && echo k3-mini-c*.kimi); do
     2> "$out/bench-$name.err"
   echo "bench $name: rc $?"
 done
+if [ -n "$nopdl" ]; then
+  KIMI_GPU_PDL=0 timeout 300 ./kimi-bench-model "k3-mini-$nopdl.kimi" --prefill-tokens 8192 \
+    --decode-steps 64 --context 1024 --repeats 3 > "$out/bench-$nopdl-nopdl.json" \
+    2> "$out/bench-$nopdl-nopdl.err"
+  echo "bench $nopdl without PDL: rc $?"
+fi
+if [ -n "$ncu" ]; then
+  timeout 400 ncu --clock-control none --profile-from-start off \
+    --metrics gpu__time_duration.sum --csv \
+    ./kimi-bench-model "k3-mini-$ncu.kimi" --prefill-tokens 8192 --decode-steps 8 \
+    --repeats 1 --cuda-profiler-step 4 > "$out/ncu-$ncu.csv" 2> "$out/ncu-$ncu.err"
+  echo "ncu $ncu: rc $?"
+  python3 - "$out/ncu-$ncu.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows or "Kernel Name" not in rows[0]:
+    print("ncu: no kernel rows"); sys.exit(0)
+h = rows[0]; k = h.index("Kernel Name"); v = h.index("Metric Value"); u = h.index("Metric Unit")
+by = collections.defaultdict(lambda: [0, 0.0])
+total = 0.0
+for r in rows[1:]:
+    try: t = float(r[v].replace(",", ""))
+    except ValueError: continue
+    t *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[u], 1e-3)
+    name = r[k].split("(")[0]
+    by[name][0] += 1; by[name][1] += t; total += t
+print("ncu: %d kernels, %.1f us of kernel time in one decode step" % (sum(c for c, _ in by.values()), total))
+for name, (c, t) in sorted(by.items(), key=lambda x: -x[1][1])[:25]:
+    print("  %8.1f us %4d x  %s" % (t, c, name[:90]))
+PY
+fi
 if [ -n "$profile" ]; then
   timeout 300 ./kimi-bench-model "k3-mini-$profile.kimi" --prefill-tokens 8192 \
     --decode-steps 8 --context 1024 --repeats 1 --profile --profile-rows 400 \

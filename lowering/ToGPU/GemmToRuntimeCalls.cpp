@@ -13,6 +13,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/ADT/SetVector.h"
 
 
 namespace kimi {
@@ -228,14 +230,188 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
           b.getFunctionType(SmallVector<Type>(kGemmArgs, index), {}));
       decl.setPrivate();
     }
+    if (gemvMaxGroup < 1 || gemvMaxGroup > 8) {
+      module.emitError() << "kimi-gpu-gemm-calls: gemv-max-group "
+                         << gemvMaxGroup << " is outside 1..8";
+      return signalPassFailure();
+    }
     kimi::gpu::GeneratedKernels gemvKernels(module, "kimi_gemv");
+    SmallVector<GemvCandidate> gemvs;
     for (auto [op, c, fill] : gemms) {
-      std::optional<kimi::gpu::GemvKernelSpec> gemv = asGemv(op, c, fill);
-      if (gemv)
-        launchGemv(gemvKernels, op, *gemv, fill);
+      if (std::optional<kimi::gpu::GemvKernelSpec> gemv = asGemv(op, c, fill))
+        gemvs.push_back({op, *gemv, fill});
       else
         rewrite(b, op, c, fill);
     }
+    for (SmallVector<GemvCandidate> &group : groupGemvs(gemvs))
+      launchGemv(gemvKernels, group);
+  }
+
+  struct GemvCandidate {
+    // Op handles are cheap values; their accessors are not const.
+    mutable linalg::LinalgOp op;
+    kimi::gpu::GemvKernelSpec spec;
+    mutable linalg::FillOp fill;
+  };
+
+  /// Whether `op` may write memory that `root` (a view root) holds: a
+  /// write effect on an operand that may alias it, or an operand that may
+  /// alias it and no effects to say otherwise (calls, launches).
+  static bool mayWrite(Operation *op, Value root) {
+    if (isWeightView(root)) // the runtime's weights: no entry writes them
+      return false;
+    bool found = false;
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands()) {
+        if (!isa<BaseMemRefType>(v.getType()) || !mayAlias(viewRoot(v), root))
+          continue;
+        auto effects = dyn_cast<MemoryEffectOpInterface>(inner);
+        if (!effects || effects.getEffectOnValue<MemoryEffects::Write>(v) ||
+            effects.getEffectOnValue<MemoryEffects::Free>(v))
+          found = true;
+      }
+      return found ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    return found;
+  }
+  /// Whether `op` (or an op inside it) has an operand that may alias `root`.
+  static bool mayUse(Operation *op, Value root) {
+    return op->walk([&](Operation *inner) {
+             for (Value v : inner->getOperands())
+               if (isa<BaseMemRefType>(v.getType()) && mayAlias(viewRoot(v), root))
+                 return WalkResult::interrupt();
+             return WalkResult::advance();
+           }).wasInterrupted();
+  }
+  static bool mayAlias(Value a, Value b) {
+    if (a == b)
+      return true;
+    if (b.getDefiningOp<memref::AllocOp>())
+      return !distinctFrom(a, b);
+    if (a.getDefiningOp<memref::AllocOp>())
+      return !distinctFrom(b, a);
+    return true;
+  }
+  /// A load of a pointer from the weight table, which entries never write.
+  static bool loadsWeightTable(Operation *op) {
+    auto load = dyn_cast<LLVM::LoadOp>(op);
+    if (!load)
+      return false;
+    Value address = load.getAddr();
+    while (auto gep = address.getDefiningOp<LLVM::GEPOp>())
+      address = gep.getBase();
+    auto table = address.getDefiningOp<LLVM::AddressOfOp>();
+    return table && table.getGlobalName() == "kimi_gpu_weights";
+  }
+  /// A descriptor that kimi-gpu-weight-table built around a pointer of the
+  /// weight table.
+  static bool isWeightView(Value root) {
+    auto cast = root.getDefiningOp<UnrealizedConversionCastOp>();
+    if (!cast || cast.getInputs().size() != 1)
+      return false;
+    Value v = cast.getInputs()[0];
+    while (auto insert = v.getDefiningOp<LLVM::InsertValueOp>()) {
+      if (Operation *def = insert.getValue().getDefiningOp();
+          def && loadsWeightTable(def))
+        return true;
+      v = insert.getContainer();
+    }
+    return false;
+  }
+  /// The ops of `block` that define `value` and do not dominate `point`
+  /// (appended to `chain` in block order), when all of them can move up
+  /// to `point`: no regions, and allocations, side-effect-free ops or
+  /// weight-table loads. False when one cannot.
+  static bool hoistableChain(Value value, Operation *point,
+                             SetVector<Operation *> &chain) {
+    Operation *def = value.getDefiningOp();
+    if (!def) // a block argument: of point's block or an enclosing one
+      return true;
+    // The value is used in point's block: a definition in another block is
+    // in an enclosing one, before point's ancestor there.
+    if (def->getBlock() != point->getBlock() || def->isBeforeInBlock(point) ||
+        chain.contains(def))
+      return true;
+    if (def->getNumRegions() != 0)
+      return false;
+    auto alloc = dyn_cast<memref::AllocOp>(def);
+    if (!(alloc && alloc.getDynamicSizes().empty() &&
+          alloc.getSymbolOperands().empty()) &&
+        !isMemoryEffectFree(def) && !loadsWeightTable(def))
+      return false;
+    for (Value operand : def->getOperands())
+      if (!hoistableChain(operand, point, chain))
+        return false;
+    chain.insert(def);
+    return true;
+  }
+
+  /// Splits the GEMV products (in program order) into the groups that are
+  /// launched together: a product joins the open group of its A when the
+  /// group can be launched at its first product's place with it inside
+  /// (see the pass description); the chains its weight and output need
+  /// are moved up as the product joins.
+  SmallVector<SmallVector<GemvCandidate>>
+  groupGemvs(ArrayRef<GemvCandidate> gemvs) {
+    SmallVector<SmallVector<GemvCandidate>> groups;
+    SmallVector<bool> taken(gemvs.size(), false);
+    for (size_t i = 0; i < gemvs.size(); ++i) {
+      if (taken[i])
+        continue;
+      taken[i] = true;
+      SmallVector<GemvCandidate> group{gemvs[i]};
+      Operation *first = gemvs[i].op;
+      Value a = gemvs[i].op.getDpsInputs()[0], aRoot = viewRoot(a);
+      const kimi::gpu::GemvKernelSpec &lead = gemvs[i].spec;
+      for (size_t j = i + 1;
+           j < gemvs.size() && int64_t(group.size()) < gemvMaxGroup; ++j) {
+        const GemvCandidate &cand = gemvs[j];
+        Operation *op = cand.op;
+        Value aj = cand.op.getDpsInputs()[0];
+        if (taken[j] || op->getBlock() != first->getBlock() ||
+            viewRoot(aj) != aRoot || aj.getType() != a.getType() ||
+            cand.spec.m != lead.m || cand.spec.k != lead.k ||
+            cand.spec.lda != lead.lda ||
+            cand.spec.rowsPerWarp != lead.rowsPerWarp)
+          continue;
+        Value w = cand.op.getDpsInputs()[1], out = cand.op.getDpsInits()[0];
+        Value wRoot = viewRoot(w), outRoot = viewRoot(out);
+        SetVector<Operation *> chain;
+        if (!hoistableChain(w, first, chain) || !hoistableChain(out, first, chain))
+          continue;
+        // Nothing between the group's place and the product may see its
+        // output or change what it reads.
+        // The group's first product is not between: it and the candidate
+        // run at once, so neither may touch what the other writes.
+        bool clear = !mayUse(first, outRoot) && !mayWrite(op, aRoot) &&
+                     llvm::none_of(group, [&](const GemvCandidate &g) {
+                       return mayWrite(op, viewRoot(g.op.getDpsInputs()[1]));
+                     });
+        bool aChanged = false;
+        for (Operation *x = first->getNextNode(); x != op && clear;
+             x = x->getNextNode()) {
+          // The zero fills go; the group's products are checked like any
+          // other op: they run at once inside the kernel.
+          if (chain.contains(x) || x == cand.fill.getOperation() ||
+              llvm::any_of(group, [&](const GemvCandidate &g) {
+                return g.fill && g.fill.getOperation() == x;
+              }))
+            continue;
+          aChanged = mayWrite(x, aRoot);
+          clear = !aChanged && !mayUse(x, outRoot) && !mayWrite(x, wRoot);
+        }
+        if (aChanged) // written or freed: no later product joins either
+          break;
+        if (!clear)
+          continue;
+        for (Operation *def : chain)
+          def->moveBefore(first);
+        taken[j] = true;
+        group.push_back(cand);
+      }
+      groups.push_back(std::move(group));
+    }
+    return groups;
   }
 
   /// The GEMV kernel's view of `op`, when it has at most gemv-max-m static
@@ -291,17 +467,22 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     return spec;
   }
 
-  void launchGemv(kimi::gpu::GeneratedKernels &kernels, linalg::LinalgOp op,
-                  const kimi::gpu::GemvKernelSpec &spec, linalg::FillOp fill) {
-    Location loc = op.getLoc();
-    if (fill)
-      fill->erase();
+  void launchGemv(kimi::gpu::GeneratedKernels &kernels,
+                  ArrayRef<GemvCandidate> group) {
+    linalg::LinalgOp first = group.front().op;
+    Location loc = first.getLoc();
+    kimi::gpu::GemvGroupSpec spec;
+    for (const GemvCandidate &g : group) {
+      spec.products.push_back(g.spec);
+      if (g.fill)
+        g.fill->erase();
+    }
     std::string name = "gemv_" + spec.key();
     mlir::gpu::GPUFuncOp fn =
         kernels.get(spec.key(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
           return kimi::gpu::emitGemvKernel(mb, loc, m, name, spec);
         });
-    OpBuilder b(op);
+    OpBuilder b(first);
     // Each buffer as a flat view from its first element (its static offset
     // kept), cast to the kernel's memref<?xf32, strided<[1], offset: ?>>.
     auto flat = [&](Value buffer) -> Value {
@@ -321,14 +502,18 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
                                     kimi::gpu::gemvBufferType(&getContext()),
                                     view);
     };
-    Value args[] = {flat(op.getDpsInputs()[0]), flat(op.getDpsInputs()[1]),
-                    flat(op.getDpsInits()[0])};
+    SmallVector<Value> args{flat(first.getDpsInputs()[0])};
+    for (const GemvCandidate &g : group) {
+      args.push_back(flat(g.op.getDpsInputs()[1]));
+      args.push_back(flat(g.op.getDpsInits()[0]));
+    }
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
     mlir::gpu::LaunchFuncOp::create(
         b, loc, fn, mlir::gpu::KernelDim3{c(kimi::gpu::gemvBlocks(spec)), c(1), c(1)},
         mlir::gpu::KernelDim3{c(kimi::gpu::kGemvThreads), c(1), c(1)}, Value(),
         ValueRange(args));
-    op->erase();
+    for (const GemvCandidate &g : group)
+      g.op->erase();
   }
 
   void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c,

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kimi::gpu {
 
@@ -35,24 +36,40 @@ struct GemvKernelSpec {
   std::string key() const;
 };
 
+/// Several products that read the same A (a decode step's projections of
+/// one activation: q, k, v, gates) as one launch: product p owns a range of
+/// blocks, so the group reads A once per block as before and costs one
+/// launch instead of one per product. All share m, k, lda and rowsPerWarp.
+struct GemvGroupSpec {
+  std::vector<GemvKernelSpec> products;
+
+  /// A single product's key, or the products' keys joined.
+  std::string key() const;
+};
+
 inline constexpr int64_t kGemvThreads = 128;
 inline constexpr int64_t kGemvWarps = kGemvThreads / 32;
 
-/// Blocks of the launch grid.
+/// Blocks of the launch grid (of one product; of a group, the sum).
 int64_t gemvBlocks(const GemvKernelSpec &spec);
+int64_t gemvBlocks(const GemvGroupSpec &group);
 
 /// Checks what the generator supports; `why` names the field at fault.
 llvm::LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec,
                                          std::string &why);
+/// Each product, and that they share m, k, lda and rowsPerWarp (1..8
+/// products).
+llvm::LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group,
+                                        std::string &why);
 
 /// The argument type of each buffer: memref<?xf32, strided<[1], offset: ?>>.
 mlir::MemRefType gemvBufferType(mlir::MLIRContext *ctx);
 
-/// Emits `gpu.func @name(a, b, c)` into `module`.
+/// Emits `gpu.func @name(a, b0, c0, b1, c1, ...)` into `module`.
 mlir::gpu::GPUFuncOp emitGemvKernel(mlir::OpBuilder &b, mlir::Location loc,
                                     mlir::gpu::GPUModuleOp module,
                                     llvm::StringRef name,
-                                    const GemvKernelSpec &spec);
+                                    const GemvGroupSpec &group);
 
 } // namespace kimi::gpu
 

@@ -335,6 +335,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       kimi::KimiGpuGemmCallsOptions gemm;
       gemm.precision = options.matmulPrecision;
       gemm.gemvMaxM = options.gemvMaxM;
+      gemm.gemvMaxGroup = options.gemvMaxGroup;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
@@ -356,6 +357,12 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       return diagnostics.fail("mapping loops to kernels (GPU)");
   }
   mergeGpuModules(module);
+  if (options.gridDependencies) {
+    PassManager pm(ctx);
+    pm.addPass(kimi::createKimiGpuGridDependencies());
+    if (failed(pm.run(module)))
+      return diagnostics.fail("adding grid dependency waits (GPU)");
+  }
   if (options.gpuIR) {
     llvm::raw_string_ostream os(*options.gpuIR);
     module.print(os);

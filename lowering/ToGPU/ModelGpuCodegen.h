@@ -67,8 +67,16 @@ struct ModelGpuCodegenOptions {
   /// generated GEMV kernel rather than cuBLASLt (kimi-gpu-gemm-calls
   /// {gemv-max-m}); 0: none.
   int64_t gemvMaxM = 4;
+  /// GEMV products of one input launched together, at most (kimi-gpu-gemm-
+  /// calls{gemv-max-group}); 1: one launch each.
+  int64_t gemvMaxGroup = 8;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
+  /// Every kernel begins by waiting for its predecessor's grid
+  /// (kimi-gpu-grid-dependencies), so that the runtime may launch it with
+  /// programmatic dependent launch and overlap its launch with the tail of
+  /// the kernel before it. sm_90 and later.
+  bool gridDependencies = true;
   /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.
   bool cubin = true;
   /// When non-null: the module after kernel outlining (gpu dialect); the

@@ -165,11 +165,13 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
 
 llvm::Error kimi::writeCpuArtifact(rt::ArtifactSpec spec,
                                    llvm::StringRef sharedObject,
-                                   llvm::StringRef path) {
+                                   llvm::StringRef path,
+                                   bool waitsGridDependencies) {
   rt::ArtifactWriter writer(std::move(spec));
   uint32_t kernel = writer.addKernel(
       rt::KernelKind::kCpuSharedObject, "model.so",
       std::vector<uint8_t>(sharedObject.begin(), sharedObject.end()));
+  writer.spec().kernels[kernel].waitsGridDependencies = waitsGridDependencies;
   for (rt::EntrySpec &entry : writer.spec().entries)
     entry.kernel = kernel;
   writer.setMemoryPlanFromEntries();

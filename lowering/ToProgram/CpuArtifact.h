@@ -24,9 +24,12 @@ describeCpuArtifact(mlir::ModuleOp module, const ModelConfig &config,
                     llvm::StringRef configJson);
 
 /// Adds the shared object, validates and writes the artifact to `path`.
+/// `waitsGridDependencies`: the GPU kernels the shared object launches all
+/// begin with griddepcontrol.wait (kimi-gpu-grid-dependencies).
 llvm::Error writeCpuArtifact(rt::ArtifactSpec spec,
                              llvm::StringRef sharedObject,
-                             llvm::StringRef path);
+                             llvm::StringRef path,
+                             bool waitsGridDependencies = false);
 
 } // namespace kimi
 

@@ -154,6 +154,7 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
       img.kind = static_cast<KernelKind>(k->kind());
       if (const auto *bytes = k->image())
         img.image.assign(bytes->begin(), bytes->end());
+      img.waitsGridDependencies = k->waits_grid_dependencies();
       a.kernels.push_back(std::move(img));
     }
   }

@@ -145,6 +145,10 @@ struct KernelImage {
   std::string name;
   KernelKind kind = KernelKind::kCpuSharedObject;
   std::vector<uint8_t> image;
+  /// Every GPU kernel of the image (or launched by the shared object) begins
+  /// with griddepcontrol.wait: it may be launched with programmatic
+  /// dependent launch (kimi-gpu-grid-dependencies).
+  bool waitsGridDependencies = false;
 };
 
 struct TensorSpec {

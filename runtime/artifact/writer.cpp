@@ -49,7 +49,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
     b.ForceVectorAlignment(k.image.size(), sizeof(uint8_t), 16);
     auto image = b.CreateVector(k.image);
     kernels.push_back(
-        fb::CreateKernel(b, name, static_cast<fb::KernelKind>(k.kind), image));
+        fb::CreateKernel(b, name, static_cast<fb::KernelKind>(k.kind), image,
+                         k.waitsGridDependencies));
   }
   auto kernelsVec = b.CreateVector(kernels);
 
@@ -127,7 +128,7 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
 
 uint32_t ArtifactWriter::addKernel(KernelKind kind, std::string name,
                                    std::vector<uint8_t> image) {
-  spec_.kernels.push_back({std::move(name), kind, std::move(image)});
+  spec_.kernels.push_back({std::move(name), kind, std::move(image), false});
   return static_cast<uint32_t>(spec_.kernels.size() - 1);
 }
 

@@ -54,6 +54,33 @@ static_assert(sizeof(CudaMemcpy2D) == 128 &&
               "CUDA_MEMCPY2D layout (checked against CUDA 13's cuda.h)");
 constexpr int CU_MEMORYTYPE_DEVICE = 2;
 
+// CUlaunchAttribute / CUlaunchConfig of cuLaunchKernelEx (cuda.h's layout;
+// the value is a 64-byte union, of which the runtime sets one int).
+using CUlaunchAttributeID = int;
+constexpr CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+struct CudaLaunchAttribute {
+  CUlaunchAttributeID id = 0;
+  char pad[4] = {};
+  union {
+    alignas(8) char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value = {};
+};
+struct CudaLaunchConfig {
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1;
+  unsigned blockDimX = 1, blockDimY = 1, blockDimZ = 1;
+  unsigned sharedMemBytes = 0;
+  CUstream hStream = nullptr;
+  CudaLaunchAttribute *attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+static_assert(sizeof(CudaLaunchAttribute) == 72 &&
+                  offsetof(CudaLaunchAttribute, value) == 8 &&
+                  sizeof(CudaLaunchConfig) == 56 &&
+                  offsetof(CudaLaunchConfig, hStream) == 32 &&
+                  offsetof(CudaLaunchConfig, numAttrs) == 48,
+              "CUlaunchAttribute / CUlaunchConfig layout (CUDA 13's cuda.h)");
+
 // CUresult
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;

@@ -92,6 +92,10 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
                        unsigned, unsigned, unsigned, unsigned,                 \
                        cuda::CUstream, void **, void **),                      \
     "cuLaunchKernel")                                                          \
+  X(cuLaunchKernelEx,                                                          \
+    cuda::CUresult (*)(const cuda::CudaLaunchConfig *, cuda::CUfunction,       \
+                       void **, void **),                                      \
+    "cuLaunchKernelEx")                                                        \
   X(cuStreamCreate, cuda::CUresult (*)(cuda::CUstream *, unsigned),            \
     "cuStreamCreate")                                                          \
   X(cuStreamDestroy, cuda::CUresult (*)(cuda::CUstream),                       \

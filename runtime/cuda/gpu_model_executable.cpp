@@ -232,6 +232,10 @@ struct GpuModelExecutable::Shim {
   std::vector<cuda::CUmodule> modules;
   Status error; // the first failure of the current call
   bool capturing = false; // the stream is being captured into a graph
+  // The artifact's kernels begin with griddepcontrol.wait: launch them with
+  // programmatic stream serialization, so that each one's launch overlaps
+  // the end of the kernel before it (KIMI_GPU_PDL=0 turns it off).
+  bool programmaticLaunch = false;
 
   int32_t fail(Status s) {
     if (error.isOk())
@@ -285,12 +289,31 @@ struct GpuModelExecutable::Shim {
           std::to_string(bz) + ") exceeds the hardware limits"));
     const CudaDriver &d = s.device->driver();
     auto go = [&] {
-      return d.check(d.cuLaunchKernel(static_cast<cuda::CUfunction>(function),
-                                      unsigned(gx), unsigned(gy), unsigned(gz),
-                                      unsigned(bx), unsigned(by), unsigned(bz),
-                                      unsigned(smem), s.stream->handle(),
-                                      params, nullptr),
-                     "cuLaunchKernel");
+      if (!s.programmaticLaunch)
+        return d.check(d.cuLaunchKernel(static_cast<cuda::CUfunction>(function),
+                                        unsigned(gx), unsigned(gy), unsigned(gz),
+                                        unsigned(bx), unsigned(by), unsigned(bz),
+                                        unsigned(smem), s.stream->handle(),
+                                        params, nullptr),
+                       "cuLaunchKernel");
+      cuda::CudaLaunchAttribute overlap;
+      overlap.id = cuda::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      overlap.value.programmaticStreamSerializationAllowed = 1;
+      cuda::CudaLaunchConfig config;
+      config.gridDimX = unsigned(gx);
+      config.gridDimY = unsigned(gy);
+      config.gridDimZ = unsigned(gz);
+      config.blockDimX = unsigned(bx);
+      config.blockDimY = unsigned(by);
+      config.blockDimZ = unsigned(bz);
+      config.sharedMemBytes = unsigned(smem);
+      config.hStream = s.stream->handle();
+      config.attrs = &overlap;
+      config.numAttrs = 1;
+      return d.check(d.cuLaunchKernelEx(&config,
+                                        static_cast<cuda::CUfunction>(function),
+                                        params, nullptr),
+                     "cuLaunchKernelEx (programmatic dependent launch)");
     };
     Status st = Status::ok();
     if (s.profile.on) {
@@ -431,6 +454,9 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
   exe->shim_->allocator = exe->allocator_.get();
   if (const char *env = std::getenv("KIMI_GPU_PROFILE"))
     exe->shim_->profile.on = std::string(env) == "1";
+  exe->shim_->programmaticLaunch = a.kernels[0].waitsGridDependencies;
+  if (const char *env = std::getenv("KIMI_GPU_PDL"))
+    exe->shim_->programmaticLaunch &= std::string(env) != "0";
   {
     bool on = true;
     int64_t bucket = 256, kept = 4;

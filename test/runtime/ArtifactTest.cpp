@@ -152,6 +152,7 @@ TEST(Artifact, RoundTrip) {
   EXPECT_EQ(out.kernels[0].name, "model.so");
   EXPECT_EQ(out.kernels[0].kind, KernelKind::kCpuSharedObject);
   EXPECT_EQ(out.kernels[0].image, in.kernels[0].image);
+  EXPECT_FALSE(out.kernels[0].waitsGridDependencies); // absent: plain launches
   ASSERT_EQ(out.entries.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(out.entries[i].name, in.entries[i].name);
@@ -174,6 +175,20 @@ TEST(Artifact, RoundTrip) {
   EXPECT_EQ(out.programs[0].steps[1].entry, "decode");
   EXPECT_EQ(out.memoryPlan.stateBytes, (2 * 16 * 16 + 64 * 3) * 4);
   EXPECT_EQ(out.memoryPlan.cacheBytesPerToken, 40 * 4);
+}
+
+TEST(Artifact, GridDependencyWaitsRoundTrip) {
+  // The runtime launches a kernel with programmatic dependent launch only
+  // when its image says every kernel waits: the flag must survive.
+  ArtifactSpec in = sampleSpec();
+  in.kernels[0].waitsGridDependencies = true;
+  ArtifactWriter writer(in);
+  auto bytes = writer.finish();
+  ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
+  auto read = ArtifactReader::readBytes(bytes.value().data(), bytes.value().size());
+  ASSERT_TRUE(read.isOk()) << read.status().message();
+  ASSERT_EQ(read.value().kernels.size(), 1u);
+  EXPECT_TRUE(read.value().kernels[0].waitsGridDependencies);
 }
 
 TEST(Artifact, FileRoundTripAndIoErrors) {

@@ -258,6 +258,15 @@ cl::opt<bool> gpuTokenwiseKernels(
              "kimi-gpu-short-conv-kernels; f32; default on; =false: their "
              "linalg decompositions, three to ten launches each)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> gpuGridDependencies(
+    "gpu-grid-dependencies",
+    cl::desc("--target sm_90a models: every kernel begins by waiting for the "
+             "grid before it (griddepcontrol.wait), and the artifact says so, "
+             "so the runtime launches the kernels with programmatic dependent "
+             "launch: each one's launch overlaps the end of the one before "
+             "(kimi-gpu-grid-dependencies; default on; =false: plain "
+             "launches)"),
+    cl::init(true), cl::cat(category));
 cl::opt<int64_t> gpuGemvMaxM(
     "gpu-gemv-max-m",
     cl::desc("--target sm_90a models: matrix products of at most this many "
@@ -265,6 +274,13 @@ cl::opt<int64_t> gpuGemvMaxM(
              "exact f32 with 16-byte weight loads, instead of cuBLASLt "
              "(kimi-gpu-gemm-calls{gemv-max-m}; default 4, 0: none)"),
     cl::init(4), cl::cat(category));
+cl::opt<int64_t> gpuGemvMaxGroup(
+    "gpu-gemv-max-group",
+    cl::desc("--target sm_90a models: GEMV products that read the same "
+             "input (a decode step's q, k, v and gate projections) run as one "
+             "launch of at most this many (1..8; kimi-gpu-gemm-calls"
+             "{gemv-max-group}; default 8, 1: one launch per product)"),
+    cl::init(8), cl::cat(category));
 cl::opt<int64_t> gpuReductionUnroll(
     "gpu-reduction-unroll",
     cl::desc("--target sm_90a models: iterations each lane of a reduction "
@@ -478,6 +494,10 @@ int main(int argc, char **argv) {
       if (gpuGemvMaxM < 0 || gpuGemvMaxM > 8)
         return fail("--gpu-gemv-max-m must be in 0..8");
       codegen.gemvMaxM = gpuGemvMaxM;
+      if (gpuGemvMaxGroup < 1 || gpuGemvMaxGroup > 8)
+        return fail("--gpu-gemv-max-group must be in 1..8");
+      codegen.gemvMaxGroup = gpuGemvMaxGroup;
+      codegen.gridDependencies = gpuGridDependencies;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
       if (sortedExpertsMinTokens < 0)
@@ -496,7 +516,8 @@ int main(int argc, char **argv) {
       if (!so)
         return fail(llvm::toString(so.takeError()));
       if (emit == Emit::Artifact) {
-        if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath))
+        if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath,
+                                             gpuGridDependencies))
           return fail(llvm::toString(std::move(e)));
         return 0;
       }

@@ -1,4 +1,5 @@
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=gemv-max-m=4 | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 gemv-max-group=1" | FileCheck %s --check-prefix=SINGLE
 
 // A decode step's projection x W^T (one row, W as [N, K]) after its zero
 // fill: the fill goes and the product is one launch of the generated GEMV
@@ -41,7 +42,8 @@ func.func @decode_linear(%x: memref<1x1x2048xf32>, %w: memref<96x2048xf32>, %o: 
 
 // Three rows that accumulate onto C (no zero fill), K not a multiple of a
 // warp's 128: one row of B per warp, the ragged last chunk masked, C read
-// before the store. Equal products share one kernel.
+// before the store. Equal products share one kernel. Their outputs are
+// arguments that may be one buffer, so they are not launched together.
 #x = affine_map<(t, n, k) -> (t, k)>
 #w = affine_map<(t, n, k) -> (n, k)>
 #o = affine_map<(t, n, k) -> (t, n)>
@@ -85,4 +87,115 @@ func.func @stays_cublas(%a: memref<8x64xf32>, %b: memref<64x32xf32>, %c: memref<
   linalg.matmul ins(%a, %b : memref<8x64xf32>, memref<64x32xf32>) outs(%c : memref<8x32xf32>)
   linalg.matmul ins(%x, %b : memref<1x64xf32>, memref<64x32xf32>) outs(%d : memref<1x32xf32>)
   return
+}
+
+// -----
+
+// Three projections of one activation (a decode step's q, k and a 16-row
+// beta) with other work between them: one launch of one kernel at the
+// first product's place, 12 + 12 + 2 blocks, the later products' output
+// allocations moved up to it. The kernel that reads q's output stays
+// after the launch.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+#id = affine_map<(t, n) -> (t, n)>
+// CHECK-LABEL: func.func @shared_input
+// With gemv-max-group=1 each product keeps its launch and its place.
+// SINGLE-LABEL: func.func @shared_input
+// SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
+// SINGLE: linalg.generic
+// SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
+// SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x16x256_0_256_0_r2 blocks
+// CHECK-NOT: linalg.fill
+// CHECK-COUNT-2: memref.alloc() : memref<1x96xf32>
+// CHECK: memref.alloc() : memref<1x16xf32>
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2__1x96x256_0_256_0_r2__1x16x256_0_256_0_r2 blocks in (%c26,
+// CHECK-SAME: args(%{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK-NOT: gpu.launch_func
+// CHECK: linalg.generic
+// CHECK-NOT: gpu.launch_func
+// CHECK: return
+// Product p's blocks: [0, 12), [12, 24), [24, 26).
+// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2__1x96x256_0_256_0_r2__1x16x256_0_256_0_r2
+// CHECK: arith.cmpi ult, %{{.*}}, %c12
+// CHECK: scf.if
+// CHECK: arith.cmpi ult, %{{.*}}, %c24
+// CHECK: scf.if
+func.func @shared_input(%x: memref<1x256xf32>, %wq: memref<96x256xf32>, %wk: memref<96x256xf32>,
+                        %wb: memref<16x256xf32>) -> memref<1x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %q = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%q : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wq : memref<1x256xf32>, memref<96x256xf32>) outs(%q : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %conv = memref.alloc() : memref<1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%q : memref<1x96xf32>) outs(%conv : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  %k = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%k : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wk : memref<1x256xf32>, memref<96x256xf32>) outs(%k : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %beta = memref.alloc() : memref<1x16xf32>
+  linalg.fill ins(%zero : f32) outs(%beta : memref<1x16xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wb : memref<1x256xf32>, memref<16x256xf32>) outs(%beta : memref<1x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return %conv : memref<1x96xf32>
+}
+
+// -----
+
+// An op between the two products writes their shared input: the second
+// product must read the new values, so it keeps its own launch after it.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+// CHECK-LABEL: func.func @input_rewritten
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
+// CHECK: linalg.fill
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
+func.func @input_rewritten(%w: memref<96x256xf32>) -> (memref<1x96xf32>, memref<1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %x = memref.alloc() : memref<1x256xf32>
+  linalg.fill ins(%one : f32) outs(%x : memref<1x256xf32>)
+  %a = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%a : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x256xf32>, memref<96x256xf32>) outs(%a : memref<1x96xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%x : memref<1x256xf32>)
+  %b = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%b : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x256xf32>, memref<96x256xf32>) outs(%b : memref<1x96xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return %a, %b : memref<1x96xf32>, memref<1x96xf32>
 }
