@@ -516,9 +516,10 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
     way (the kernel stores rather than adds).
 
-    GEMV products that read the same A (the same root buffer through views
-    of one type: a decode step's q, k, v, gate and beta projections of one
-    normalised activation) run as one launch of up to `gemv-max-group`
+    GEMV products that read the same A (the same root buffer at the same
+    offset, m, k and row stride, through whatever views: a decode step's
+    q, k, v, gate and beta projections of one normalised activation, or an
+    MoE layer's router, latent and shared-expert projections) run as one launch of up to `gemv-max-group`
     products, each owning a range of the grid's blocks. A launch costs a
     few microseconds of fixed time, and the small products of a group (a
     16-row beta projection) are nothing but that. The group is launched

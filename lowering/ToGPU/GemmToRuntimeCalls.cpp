@@ -254,6 +254,16 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     mutable linalg::FillOp fill;
   };
 
+  /// The static offset of a buffer the GEMV kernel takes (asGemv checked
+  /// it is static): with the root, m, k and lda it fixes the rows read, so
+  /// `[1, 2048]` and its `[1, 1, 2048]` expansion are one input.
+  static int64_t staticOffset(Value buffer) {
+    SmallVector<int64_t> strides;
+    int64_t offset = ShapedType::kDynamic;
+    (void)cast<MemRefType>(buffer.getType()).getStridesAndOffset(strides, offset);
+    return offset;
+  }
+
   /// Whether `op` may write memory that `root` (a view root) holds: a
   /// write effect on an operand that may alias it, or an operand that may
   /// alias it and no effects to say otherwise (calls, launches).
@@ -369,7 +379,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         Operation *op = cand.op;
         Value aj = cand.op.getDpsInputs()[0];
         if (taken[j] || op->getBlock() != first->getBlock() ||
-            viewRoot(aj) != aRoot || aj.getType() != a.getType() ||
+            viewRoot(aj) != aRoot || staticOffset(aj) != staticOffset(a) ||
             cand.spec.m != lead.m || cand.spec.k != lead.k ||
             cand.spec.lda != lead.lda ||
             cand.spec.rowsPerWarp != lead.rowsPerWarp)

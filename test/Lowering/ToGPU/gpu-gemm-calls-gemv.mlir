@@ -199,3 +199,42 @@ func.func @input_rewritten(%w: memref<96x256xf32>) -> (memref<1x96xf32>, memref<
   }
   return %a, %b : memref<1x96xf32>, memref<1x96xf32>
 }
+
+// -----
+
+// One input through two views (a router's [1, K] and an expert
+// projection's expanded [1, 1, K]): the same rows, one launch.
+#x2 = affine_map<(t, n, k) -> (t, k)>
+#x3 = affine_map<(b, t, n, k) -> (b, t, k)>
+#w2 = affine_map<(t, n, k) -> (n, k)>
+#w3 = affine_map<(b, t, n, k) -> (n, k)>
+#o2 = affine_map<(t, n, k) -> (t, n)>
+#o3 = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @two_views
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x64x256_0_256_0_r2__1x96x256_0_256_0_r2 blocks in (%c20,
+// CHECK-NOT: gpu.launch_func
+// CHECK: return
+func.func @two_views(%x: memref<1x256xf32>, %wr: memref<64x256xf32>, %we: memref<96x256xf32>)
+    -> (memref<1x64xf32>, memref<1x1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %r = memref.alloc() : memref<1x64xf32>
+  linalg.fill ins(%zero : f32) outs(%r : memref<1x64xf32>)
+  linalg.generic {indexing_maps = [#x2, #w2, #o2], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wr : memref<1x256xf32>, memref<64x256xf32>) outs(%r : memref<1x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %x3 = memref.expand_shape %x [[0, 1], [2]] output_shape [1, 1, 256] : memref<1x256xf32> into memref<1x1x256xf32>
+  %e = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%e : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x3, #w3, #o3], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x3, %we : memref<1x1x256xf32>, memref<96x256xf32>) outs(%e : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return %r, %e : memref<1x64xf32>, memref<1x1x96xf32>
+}
