@@ -30,6 +30,11 @@ namespace kimi {
 /// runtime (`kimi_gpu_read_i32`).
 constexpr llvm::StringLiteral kHostReadFn = "kimi_host_read_i32";
 
+/// The runtime-filled table of weight pointers of a GPU model
+/// (kimi-gpu-weight-table): `llvm.mlir.global @kimi_gpu_weights`, never
+/// written by an entry.
+constexpr llvm::StringLiteral kGpuWeightTable = "kimi_gpu_weights";
+
 /// Unit attribute that kimi-gpu-grid-dependencies puts on a `gpu.module`
 /// whose kernels all begin with `griddepcontrol.wait`: the runtime may
 /// launch them with programmatic dependent launch.

@@ -311,7 +311,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     while (auto gep = address.getDefiningOp<LLVM::GEPOp>())
       address = gep.getBase();
     auto table = address.getDefiningOp<LLVM::AddressOfOp>();
-    return table && table.getGlobalName() == "kimi_gpu_weights";
+    return table && table.getGlobalName() == kimi::kGpuWeightTable;
   }
   /// A descriptor that kimi-gpu-weight-table built around a pointer of the
   /// weight table.
@@ -389,10 +389,9 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         SetVector<Operation *> chain;
         if (!hoistableChain(w, first, chain) || !hoistableChain(out, first, chain))
           continue;
-        // Nothing between the group's place and the product may see its
-        // output or change what it reads.
-        // The group's first product is not between: it and the candidate
-        // run at once, so neither may touch what the other writes.
+        // The candidate and the group's first product run at once: neither
+        // may touch what the other writes. Nothing between them (checked
+        // below) may see the candidate's output or change what it reads.
         bool clear = !mayUse(first, outRoot) && !mayWrite(op, aRoot) &&
                      llvm::none_of(group, [&](const GemvCandidate &g) {
                        return mayWrite(op, viewRoot(g.op.getDpsInputs()[1]));

@@ -19,7 +19,7 @@ namespace kimi {
 using namespace mlir;
 
 namespace {
-constexpr llvm::StringLiteral kTable = "kimi_gpu_weights";
+constexpr llvm::StringLiteral kTable = kimi::kGpuWeightTable;
 
 struct KimiGpuWeightTable
     : kimi::impl::KimiGpuWeightTableBase<KimiGpuWeightTable> {

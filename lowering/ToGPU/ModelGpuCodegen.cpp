@@ -363,6 +363,13 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     if (failed(pm.run(module)))
       return diagnostics.fail("adding grid dependency waits (GPU)");
   }
+  if (options.waitsGridDependencies) {
+    auto modules = module.getOps<mlir::gpu::GPUModuleOp>();
+    *options.waitsGridDependencies =
+        !modules.empty() && llvm::all_of(modules, [](mlir::gpu::GPUModuleOp m) {
+          return m->hasAttr(kimi::kWaitsGridDependenciesAttr);
+        });
+  }
   if (options.gpuIR) {
     llvm::raw_string_ostream os(*options.gpuIR);
     module.print(os);

@@ -82,6 +82,10 @@ struct ModelGpuCodegenOptions {
   /// When non-null: the module after kernel outlining (gpu dialect); the
   /// compilation stops there and returns an empty object.
   std::string *gpuIR = nullptr;
+  /// When non-null: whether every kernel waits for its predecessor's grid
+  /// (every gpu.module carries kimi.waits_grid_dependencies), which the
+  /// artifact records for the runtime.
+  bool *waitsGridDependencies = nullptr;
   /// When non-null: the host program's optimised LLVM IR.
   std::string *llvmIR = nullptr;
 };

@@ -289,13 +289,6 @@ struct GpuModelExecutable::Shim {
           std::to_string(bz) + ") exceeds the hardware limits"));
     const CudaDriver &d = s.device->driver();
     auto go = [&] {
-      if (!s.programmaticLaunch)
-        return d.check(d.cuLaunchKernel(static_cast<cuda::CUfunction>(function),
-                                        unsigned(gx), unsigned(gy), unsigned(gz),
-                                        unsigned(bx), unsigned(by), unsigned(bz),
-                                        unsigned(smem), s.stream->handle(),
-                                        params, nullptr),
-                       "cuLaunchKernel");
       cuda::CudaLaunchAttribute overlap;
       overlap.id = cuda::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       overlap.value.programmaticStreamSerializationAllowed = 1;
@@ -308,12 +301,15 @@ struct GpuModelExecutable::Shim {
       config.blockDimZ = unsigned(bz);
       config.sharedMemBytes = unsigned(smem);
       config.hStream = s.stream->handle();
-      config.attrs = &overlap;
-      config.numAttrs = 1;
+      // Without the attribute, cuLaunchKernelEx is cuLaunchKernel.
+      config.attrs = s.programmaticLaunch ? &overlap : nullptr;
+      config.numAttrs = s.programmaticLaunch ? 1 : 0;
       return d.check(d.cuLaunchKernelEx(&config,
                                         static_cast<cuda::CUfunction>(function),
                                         params, nullptr),
-                     "cuLaunchKernelEx (programmatic dependent launch)");
+                     s.programmaticLaunch
+                         ? "cuLaunchKernelEx (programmatic dependent launch)"
+                         : "cuLaunchKernelEx");
     };
     Status st = Status::ok();
     if (s.profile.on) {

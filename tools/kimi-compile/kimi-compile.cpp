@@ -507,6 +507,8 @@ int main(int argc, char **argv) {
         return fail("--gpu-reduction-unroll must be >= 1");
       codegen.reductionUnroll = gpuReductionUnroll;
       std::string gpuIR, llvmIR;
+      bool waitsGridDependencies = false;
+      codegen.waitsGridDependencies = &waitsGridDependencies;
       if (emit == Emit::Gpu)
         codegen.gpuIR = &gpuIR;
       if (emit == Emit::LLVMIR)
@@ -517,7 +519,7 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(so.takeError()));
       if (emit == Emit::Artifact) {
         if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath,
-                                             gpuGridDependencies))
+                                             waitsGridDependencies))
           return fail(llvm::toString(std::move(e)));
         return 0;
       }
