@@ -253,9 +253,8 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
   let summary = "Run MLA over many queries through the generated flash-style kernel";
   let description = [{
     `kimi-compile --gpu-mla-kernels`. Every `kimi.mla` and every
-    `kimi.mla_decode` with at least `min-queries` queries (a prefill step;
-    one-token decode keeps the absorbed form, which reads the latent cache
-    once for all heads) becomes:
+    `kimi.mla_decode` with at least `min-queries` queries (a prefill step)
+    becomes:
 
     1. the expansion `kv = kimi.linear(ckv, kv_b_proj)` of the cached
        latent rows into each head's `k_nope` and `v` (`[B, S, H * (dn + dv)]`,
@@ -280,15 +279,54 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
     normalised hidden states do). Ops whose
     shapes the generator does not cover (head widths, shared memory, non-f32
     tensors) stay, with a remark saying why, for `kimi-lower-to-linalg`.
+
+    A `kimi.mla_decode` with fewer queries (a decode step) keeps the
+    absorbed form, which reads the latent cache once for all heads, and with
+    `decode-kernels` its attention runs as two generated kernels
+    (docs/lowering/gpu-model.md, "MLA decode kernels"):
+
+    1. the queries are folded through `W_uk` (`qa`, linalg as on the CPU);
+    2. a split kernel, grid (splits, ceil(T H / 16), B): each block takes
+       a range of consecutive keys, as many splits as fill `sm-count` SMs
+       with one block each (batch and row tiles count; at least
+       `decode-split-keys` keys, at most 1,024 splits), stages 32 cache
+       rows at a time in shared memory as
+       f16, forms the scores of its 16 query rows `[qa | q_pe]` with
+       `mma.sync` (f32 accumulation), keeps an online softmax and adds
+       `P [latent]`; it writes the unnormalised partial mix with its row
+       max and sum;
+    3. a combine kernel weights the splits by `exp2(m_split - m)` in split
+       order (deterministic: the result depends only on the shapes) and
+       divides by the total sum;
+    4. `W_uv` and the output gate (linalg, as on the CPU).
+
+    When the cache operand is the model's `kimi.cache_insert` of the step's
+    rows (and the op's lengths are its lengths plus T) or a concatenation of
+    the cache and the rows, the split kernel reads the old cache and the
+    new rows where they are, and the grown cache, a copy of the whole cache
+    every step, is never made. Keys and queries are rounded to f16 for the
+    products (as in the prefill kernel); the softmax and all sums are f32.
+    Shapes the kernels do not cover (latent or k_pe widths not multiples of
+    16, cache rows too wide for 48 KiB of shared memory, non-f32 tensors)
+    stay, with a remark, for `kimi-lower-to-linalg`.
   }];
   let options = [
     Option<"minQueries", "min-queries", "int64_t", "16",
-           "MLA ops with fewer (static) queries keep the absorbed form">,
+           "MLA ops with fewer (static) queries are decode steps">,
+    Option<"decodeKernels", "decode-kernels", "bool", "true",
+           "Run decode steps' attention through the split-key kernels "
+           "(else linalg)">,
+    Option<"decodeSplitKeys", "decode-split-keys", "int64_t", "64",
+           "Fewest keys per block of the decode split kernel (rounded up "
+           "to 32)">,
+    Option<"smCount", "sm-count", "int64_t", "132",
+           "SMs the decode split kernel's blocks should fill once">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect",
@@ -338,6 +376,39 @@ def KimiGpuAttnResKernels : Pass<"kimi-gpu-attn-res-kernels", "::mlir::ModuleOp"
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
     "::mlir::vector::VectorDialect",
+  ];
+}
+
+def KimiGpuRouterKernels : Pass<"kimi-gpu-router-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run each MoE router's selection as one generated kernel";
+  let description = [{
+    On by default for `--target sm_90a` models (`kimi-compile
+    --gpu-tokenwise-kernels=false` turns it off). Every `kimi.router` (up to
+    2,048 experts, f32/bf16/f16 weight, i32 indices) becomes its logits
+    product, `kimi.linear(x, weight) -> f32`, which the GEMV grouping of
+    `kimi-gpu-gemm-calls` can launch together with the layer's other
+    products of `x`, and one launch of a generated kernel (`gpu.module
+    @kimi_router`): one warp per token, each lane holding the sigmoid scores
+    plus bias of every 32nd expert in registers; k rounds (k + 1 with
+    margins) of a per-lane best and a warp butterfly pick the experts in
+    kimi.router's order (larger biased score first, ties to the lower
+    index); each winner's unbiased score is recomputed from its logit, and
+    lane 0 writes the indices and the weights, renormalised over the k
+    scores in slot order and scaled. With margins every lane writes
+    `biased - alpha` for its experts, alpha the (k + 1)-th biased score.
+
+    The linalg decomposition ranks every expert against every other
+    (`[T, E, E]` comparisons) and picks, sums and scales in separate loop
+    nests: about nine launches per router, most of them a single block.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
   ];
 }
 

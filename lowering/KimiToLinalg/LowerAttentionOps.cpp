@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Kimi/KimiOps.h"
+#include "lowering/KimiToLinalg/LatentAttention.h"
 #include "lowering/KimiToLinalg/LinalgBuilders.h"
 #include "lowering/KimiToLinalg/Patterns.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -66,25 +67,9 @@ Value latentAttention(OpBuilder &b, Location loc, Value q, Value ckv,
   OpFoldResult B = qSizes[0], T = qSizes[1];
   OpFoldResult S = sizesOf(b, loc, ckv)[1];
 
-  SmallVector<ReassociationIndices> split = {{0, 1}, {2}};
-  Value kvb3 = tensor::ExpandShapeOp::create(
-      b, loc,
-      RankedTensorType::get({heads, nope + dv, latent},
-                            typeOf(kvb).getElementType()),
-      kvb, split);
-  Value wuk = sliceDim(b, loc, kvb3, 1, 0, nope);
-  Value wuv = sliceDim(b, loc, kvb3, 1, nope, dv);
-  Value qNope = sliceDim(b, loc, q, 3, 0, nope);
   Value qPe = sliceDim(b, loc, q, 3, nope, rope);
 
-  // qa[b,t,h,r] = sum_i q_nope[b,t,h,i] W_uk[h,i,r]        loops b t h r i
-  Value qa = generic(
-      b, loc, filled(b, loc, {B, T, idx(b, heads), idx(b, latent)}, f32, 0.0),
-      {qNope, wuk},
-      {dimsMap(ctx, 5, {0, 1, 2, 4}), dimsMap(ctx, 5, {2, 4, 3}),
-       dimsMap(ctx, 5, {0, 1, 2, 3})},
-      {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
-      mulAdd);
+  Value qa = absorbLatentQueries(b, loc, q, kvb, rope);
   // scores[b,h,t,s] = sum_r qa[b,t,h,r] ckv[b,s,r] + sum_p q_pe[b,t,h,p] kpe[b,s,p]
   //                                                       loops b h t s r
   SmallVector<IT> contract = {IT::parallel, IT::parallel, IT::parallel,
@@ -179,32 +164,7 @@ Value latentAttention(OpBuilder &b, Location loc, Value q, Value ckv,
       {dimsMap(ctx, 5, {0, 2, 1, 4}), dimsMap(ctx, 5, {0, 4, 3}),
        dimsMap(ctx, 5, {0, 1, 2, 3})},
       contract, mulAdd);
-  // o[b,t,h,j] = sum_r mixed[b,t,h,r] W_uv[h,j,r]          loops b t h j r
-  Value o = generic(
-      b, loc, filled(b, loc, {B, T, idx(b, heads), idx(b, dv)}, f32, 0.0),
-      {mixed, wuv},
-      {dimsMap(ctx, 5, {0, 1, 2, 4}), dimsMap(ctx, 5, {2, 3, 4}),
-       dimsMap(ctx, 5, {0, 1, 2, 3})},
-      contract, mulAdd);
-  // out = o / rowSum [* sigmoid(gate)]                     loops b t h j
-  SmallVector<Value> ins = {o, rowSum};
-  SmallVector<AffineMap> maps = {all4, dimsMap(ctx, 4, {0, 2, 1})};
-  if (gate) {
-    ins.push_back(gate);
-    maps.push_back(all4);
-  }
-  maps.push_back(all4);
-  return generic(
-      b, loc,
-      tensor::EmptyOp::create(b, loc, sizesOf(b, loc, o),
-                              outType.getElementType()),
-      ins, maps, SmallVector<IT>(4, IT::parallel),
-      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        Value v = arith::DivFOp::create(nb, l, a[0], a[1]);
-        if (!gate)
-          return v;
-        return arith::MulFOp::create(nb, l, v, sigmoid(nb, l, a[2]));
-      });
+  return expandLatentOutput(b, loc, mixed, rowSum, kvb, gate, nope, outType);
 }
 
 struct MlaLowering : OpRewritePattern<MlaOp> {
@@ -394,6 +354,90 @@ struct AttnResLowering : OpRewritePattern<AttnResOp> {
 };
 
 } // namespace
+
+
+/// W_uk and W_uv of kv_b_proj [H * (dn + dv), R] as [H, dn, R] and [H, dv, R].
+static std::pair<Value, Value> splitKvB(OpBuilder &b, Location loc, Value kvb,
+                                        int64_t heads, int64_t nope) {
+  int64_t latent = typeOf(kvb).getDimSize(1);
+  int64_t dv = typeOf(kvb).getDimSize(0) / heads - nope;
+  SmallVector<ReassociationIndices> split = {{0, 1}, {2}};
+  Value kvb3 = tensor::ExpandShapeOp::create(
+      b, loc,
+      RankedTensorType::get({heads, nope + dv, latent},
+                            typeOf(kvb).getElementType()),
+      kvb, split);
+  return {sliceDim(b, loc, kvb3, 1, 0, nope), sliceDim(b, loc, kvb3, 1, nope, dv)};
+}
+
+Value kimi::lowering::absorbLatentQueries(OpBuilder &b, Location loc, Value q,
+                                          Value kvb, int64_t rope) {
+  MLIRContext *ctx = b.getContext();
+  RankedTensorType qType = typeOf(q);
+  int64_t heads = qType.getDimSize(2), nope = qType.getDimSize(3) - rope;
+  int64_t latent = typeOf(kvb).getDimSize(1);
+  SmallVector<OpFoldResult> qSizes = sizesOf(b, loc, q);
+  Value wuk = splitKvB(b, loc, kvb, heads, nope).first;
+  Value qNope = sliceDim(b, loc, q, 3, 0, nope);
+  // qa[b,t,h,r] = sum_i q_nope[b,t,h,i] W_uk[h,i,r]        loops b t h r i
+  return generic(
+      b, loc,
+      filled(b, loc, {qSizes[0], qSizes[1], idx(b, heads), idx(b, latent)},
+             b.getF32Type(), 0.0),
+      {qNope, wuk},
+      {dimsMap(ctx, 5, {0, 1, 2, 4}), dimsMap(ctx, 5, {2, 4, 3}),
+       dimsMap(ctx, 5, {0, 1, 2, 3})},
+      {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+      mulAdd);
+}
+
+Value kimi::lowering::expandLatentOutput(OpBuilder &b, Location loc,
+                                         Value mixed, Value rowSum, Value kvb,
+                                         Value gate, int64_t nope,
+                                         RankedTensorType outType) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  int64_t heads = typeOf(mixed).getDimSize(2);
+  int64_t dv = typeOf(kvb).getDimSize(0) / heads - nope;
+  SmallVector<OpFoldResult> mSizes = sizesOf(b, loc, mixed);
+  OpFoldResult B = mSizes[0], T = mSizes[1];
+  SmallVector<IT> contract = {IT::parallel, IT::parallel, IT::parallel,
+                              IT::parallel, IT::reduction};
+  Value wuv = splitKvB(b, loc, kvb, heads, nope).second;
+  // o[b,t,h,j] = sum_r mixed[b,t,h,r] W_uv[h,j,r]          loops b t h j r
+  Value o = generic(
+      b, loc, filled(b, loc, {B, T, idx(b, heads), idx(b, dv)}, f32, 0.0),
+      {mixed, wuv},
+      {dimsMap(ctx, 5, {0, 1, 2, 4}), dimsMap(ctx, 5, {2, 3, 4}),
+       dimsMap(ctx, 5, {0, 1, 2, 3})},
+      contract, mulAdd);
+  // out = o [/ rowSum] [* sigmoid(gate)]                   loops b t h j
+  AffineMap all4 = b.getMultiDimIdentityMap(4);
+  SmallVector<Value> ins = {o};
+  SmallVector<AffineMap> maps = {all4};
+  if (rowSum) {
+    ins.push_back(rowSum);
+    maps.push_back(dimsMap(ctx, 4, {0, 2, 1}));
+  }
+  if (gate) {
+    ins.push_back(gate);
+    maps.push_back(all4);
+  }
+  maps.push_back(all4);
+  return generic(
+      b, loc,
+      tensor::EmptyOp::create(b, loc, sizesOf(b, loc, o),
+                              outType.getElementType()),
+      ins, maps, SmallVector<IT>(4, IT::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        Value v = a[0];
+        if (rowSum)
+          v = arith::DivFOp::create(nb, l, v, a[1]);
+        if (!gate)
+          return v;
+        return arith::MulFOp::create(nb, l, v, sigmoid(nb, l, a[rowSum ? 2 : 1]));
+      });
+}
 
 void kimi::lowering::populateAttentionLoweringPatterns(
     RewritePatternSet &patterns) {

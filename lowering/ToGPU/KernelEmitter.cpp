@@ -10,6 +10,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <limits>
+
 using namespace mlir;
 
 namespace kimi::gpu {
@@ -318,6 +320,39 @@ mlir::gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
 
 MemRefType flatMemRef(Type type, int64_t elements) {
   return MemRefType::get({elements}, type);
+}
+
+OnlineSoftmaxTile onlineSoftmaxTile(KernelEmitter &e, MutableArrayRef<Acc> scores,
+                                    ValueRange carried) {
+  OpBuilder &b = e.b;
+  const double negInf = -std::numeric_limits<double>::infinity();
+  std::array<Value, 2> mNew, alpha, rowSum;
+  for (int r = 0; r < 2; ++r) {
+    Value v = e.f32(negInf);
+    for (const Acc &tile : scores)
+      v = e.fmax(v, e.fmax(tile[2 * r], tile[2 * r + 1]));
+    for (int32_t off : {1, 2})
+      v = e.fmax(v, mlir::gpu::ShuffleOp::create(b, e.loc, v, off, 32,
+                                           mlir::gpu::ShuffleMode::XOR)
+                        .getShuffleResult());
+    mNew[r] = e.fmax(carried[r], v);
+    alpha[r] = math::Exp2Op::create(b, e.loc, e.fsub(carried[r], mNew[r]));
+    rowSum[r] = e.f32(0.0);
+  }
+  for (Acc &tile : scores)
+    for (int el = 0; el < 4; ++el) {
+      tile[el] = math::Exp2Op::create(b, e.loc, e.fsub(tile[el], mNew[el / 2]));
+      rowSum[el / 2] = e.fadd(rowSum[el / 2], tile[el]);
+    }
+  OnlineSoftmaxTile out;
+  out.next = {mNew[0], mNew[1], e.fadd(e.fmul(carried[2], alpha[0]), rowSum[0]),
+              e.fadd(e.fmul(carried[3], alpha[1]), rowSum[1])};
+  const size_t oTiles = (carried.size() - 4) / 4;
+  out.o.resize(oTiles);
+  for (size_t nt = 0; nt < oTiles; ++nt)
+    for (int el = 0; el < 4; ++el)
+      out.o[nt][el] = e.fmul(carried[4 + nt * 4 + el], alpha[el / 2]);
+  return out;
 }
 
 } // namespace kimi::gpu

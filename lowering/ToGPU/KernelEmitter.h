@@ -171,6 +171,21 @@ private:
   llvm::SmallVector<mlir::Value> col, valid;
 };
 
+/// One key tile of a flash-style online softmax, base 2, over the two rows
+/// (g and g + 8) a thread holds in m16 accumulator tiles. `carried` is the
+/// key loop's state [m0, m1, l0, l1, o tiles...] (m: running row maxima
+/// over the quad; l: this thread's share of the row sums); `scores` are the
+/// tile's scaled and masked scores, replaced by their exponentials (the P
+/// to multiply by V). Returns the state's new [m0, m1, l0, l1] and the
+/// output accumulators rescaled to the new maxima, P V still to add.
+struct OnlineSoftmaxTile {
+  llvm::SmallVector<mlir::Value, 4> next;
+  llvm::SmallVector<Acc> o;
+};
+OnlineSoftmaxTile onlineSoftmaxTile(KernelEmitter &e,
+                                    llvm::MutableArrayRef<Acc> scores,
+                                    mlir::ValueRange carried);
+
 /// Creates `gpu.func @name` (a kernel, with `known_block_size`) at the end
 /// of `module` and leaves `b` at the start of its body.
 mlir::gpu::GPUFuncOp createKernel(mlir::OpBuilder &b, mlir::Location loc,

@@ -259,33 +259,11 @@ struct MlaPrefillEmitter {
           }
         scf::YieldOp::create(b, e.loc, masked);
       }
-      // The row maxima of this tile.
-      std::array<Value, 2> tileMax = {negInf, negInf};
       for (int64_t nt = 0; nt < nTiles; ++nt)
-        for (int el = 0; el < 4; ++el) {
-          sc[nt][el] = masking.getResult(nt * 4 + el);
-          tileMax[el / 2] = e.fmax(tileMax[el / 2], sc[nt][el]);
-        }
-      std::array<Value, 2> mNew, alpha, rowSum;
-      for (int r = 0; r < 2; ++r) {
-        Value v = tileMax[r];
-        for (int32_t off : {1, 2})
-          v = e.fmax(v, mlir::gpu::ShuffleOp::create(b, e.loc, v, off, 32,
-                                                     mlir::gpu::ShuffleMode::XOR)
-                            .getShuffleResult());
-        mNew[r] = e.fmax(it[r], v);
-        alpha[r] = math::Exp2Op::create(b, e.loc, e.fsub(it[r], mNew[r]));
-        rowSum[r] = e.f32(0.0);
-      }
-      for (int64_t nt = 0; nt < nTiles; ++nt)
-        for (int el = 0; el < 4; ++el) {
-          sc[nt][el] = math::Exp2Op::create(b, e.loc, e.fsub(sc[nt][el], mNew[el / 2]));
-          rowSum[el / 2] = e.fadd(rowSum[el / 2], sc[nt][el]);
-        }
-      SmallVector<Acc> o(oTiles);
-      for (int64_t nt = 0; nt < oTiles; ++nt)
         for (int el = 0; el < 4; ++el)
-          o[nt][el] = e.fmul(it[4 + nt * 4 + el], alpha[el / 2]);
+          sc[nt][el] = masking.getResult(nt * 4 + el);
+      OnlineSoftmaxTile st = onlineSoftmaxTile(e, sc, it);
+      SmallVector<Acc> &o = st.o;
       // O += P V: P's A fragments straight from the score accumulators.
       for (int64_t kk = 0; kk < kMlaTileKeys / 16; ++kk) {
         FragA p = e.accToFragA(sc[2 * kk], sc[2 * kk + 1], f16);
@@ -295,9 +273,7 @@ struct MlaPrefillEmitter {
           o[2 * np + 1] = e.mma(p, bv[1], o[2 * np + 1], f16);
         }
       }
-      SmallVector<Value> next = {mNew[0], mNew[1],
-                                 e.fadd(e.fmul(it[2], alpha[0]), rowSum[0]),
-                                 e.fadd(e.fmul(it[3], alpha[1]), rowSum[1])};
+      SmallVector<Value> next(st.next.begin(), st.next.end());
       for (int64_t nt = 0; nt < oTiles; ++nt)
         for (int el = 0; el < 4; ++el)
           next.push_back(o[nt][el]);

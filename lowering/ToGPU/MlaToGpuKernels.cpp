@@ -7,10 +7,15 @@
 #include "lowering/Passes.h"
 #include "lowering/ToGPU/KdaBf16Io.h"
 #include "lowering/ToGPU/KernelLaunchSupport.h"
+#include "lowering/ToGPU/MlaDecodeKernel.h"
 #include "lowering/ToGPU/MlaPrefillKernel.h"
+#include "lowering/KimiToLinalg/LatentAttention.h"
 
 #include "dialects/Kimi/KimiOps.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace kimi {
@@ -74,10 +79,14 @@ struct KimiGpuMlaKernels
     }
     auto qType = cast<RankedTensorType>(m.q.getType());
     auto outType = cast<RankedTensorType>(op->getResult(0).getType());
-    // One-token decode keeps the absorbed form (one KV head over the
-    // latent cache reads the least); the kernel pays off for many queries.
-    if (!qType.isDynamicDim(1) && qType.getDimSize(1) < minQueries)
+    // Decode steps (few queries) keep the absorbed form, which reads the
+    // latent cache once for all heads: as the split-key decode kernels, or
+    // as linalg.
+    if (!qType.isDynamicDim(1) && qType.getDimSize(1) < minQueries) {
+      if (auto dec = dyn_cast<MlaDecodeOp>(op); dec && decodeKernels)
+        return rewriteDecode(kernels, dec);
       return success();
+    }
     kimi::gpu::MlaPrefillShape shape;
     shape.heads = qType.getDimSize(2);
     shape.rope = m.rope;
@@ -188,5 +197,188 @@ struct KimiGpuMlaKernels
     return success();
   }
 
+
+  /// The cache rows, the step's new rows and the valid cache rows behind a
+  /// decode op's `cache` operand: the model writes the new rows after the
+  /// valid ones (`kimi.cache_insert`, lengths + T valid after it) or
+  /// concatenates them (no lengths). Reading both where they are saves
+  /// materialising the grown cache, a copy of all of it every step.
+  struct DecodeKeys {
+    Value cache, rows, cacheLengths;
+  };
+  static DecodeKeys decodeKeys(MlaDecodeOp op) {
+    Value cache = op.getCache();
+    if (auto insert = cache.getDefiningOp<CacheInsertOp>()) {
+      auto rowsType = cast<RankedTensorType>(insert.getRows().getType());
+      // lengths(insert) + T must be the op's lengths.
+      auto add = op.getLengths() ? op.getLengths().getDefiningOp<arith::AddIOp>()
+                                 : arith::AddIOp();
+      DenseIntElementsAttr rowsAdded;
+      if (add && !rowsType.isDynamicDim(1) &&
+          add.getLhs() == insert.getLengths() &&
+          matchPattern(add.getRhs(), m_Constant(&rowsAdded)) &&
+          rowsAdded.isSplat() &&
+          rowsAdded.getSplatValue<APInt>().getSExtValue() == rowsType.getDimSize(1))
+        return {insert.getCache(), insert.getRows(), insert.getLengths()};
+    }
+    if (auto concat = cache.getDefiningOp<tensor::ConcatOp>();
+        concat && !op.getLengths() && concat.getDim() == 1 &&
+        concat.getInputs().size() == 2)
+      return {concat.getInputs()[0], concat.getInputs()[1], Value()};
+    return {cache, Value(), op.getLengths()};
+  }
+
+  LogicalResult rewriteDecode(kimi::gpu::GeneratedKernels &kernels,
+                              MlaDecodeOp op) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto qType = cast<RankedTensorType>(op.getQ().getType());
+    auto outType = cast<RankedTensorType>(op.getOut().getType());
+    auto cacheType = cast<RankedTensorType>(op.getCache().getType());
+    kimi::gpu::MlaDecodeShape shape;
+    shape.heads = qType.getDimSize(2);
+    shape.latent = cast<RankedTensorType>(op.getKvBProj().getType()).getDimSize(1);
+    shape.rope = cacheType.getDimSize(2) - shape.latent;
+    shape.nope = qType.getDimSize(3) - shape.rope;
+    shape.scale = op.getScale().convertToDouble();
+    std::string why;
+    auto isF32 = [](Value v) {
+      return !v || cast<RankedTensorType>(v.getType()).getElementType().isF32();
+    };
+    if (!isF32(op.getQ()) || !isF32(op.getCache()) || !isF32(op.getGate()) ||
+        !isF32(op.getKvBProj()) || !outType.getElementType().isF32())
+      why = "the decode kernels read f32 queries, cache, weights and gate and "
+            "write f32";
+    else if (ShapedType::isDynamic(shape.heads) ||
+             qType.isDynamicDim(3) || cacheType.isDynamicDim(2))
+      why = "heads and head widths must be static";
+    else
+      (void)kimi::gpu::verifyMlaDecodeShape(shape, why);
+    if (!why.empty()) {
+      op->emitRemark() << "kept for kimi-lower-to-linalg (no GPU MLA decode "
+                          "kernel): "
+                       << why;
+      return success();
+    }
+    DecodeKeys keys = decodeKeys(op);
+    shape.hasRows = bool(keys.rows);
+    shape.hasLengths = bool(keys.cacheLengths);
+
+    // The queries in the latent space (linalg, like the CPU target).
+    Value qa = kimi::lowering::absorbLatentQueries(b, loc, op.getQ(),
+                                                   op.getKvBProj(), shape.rope);
+
+    std::string key = std::to_string(shape.heads) + "_" +
+                      std::to_string(shape.nope) + "_" +
+                      std::to_string(shape.rope) + "_" +
+                      std::to_string(shape.latent) + "_" +
+                      std::to_string(shape.hasRows) +
+                      std::to_string(shape.hasLengths) + "_" +
+                      std::to_string(shape.scale);
+    std::string n = std::to_string(kernels.size());
+    auto split = kernels.get("decode_split_" + key,
+                             [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
+                               return kimi::gpu::emitMlaDecodeSplitKernel(
+                                   mb, loc, m, "mla_decode_split_" + n, shape);
+                             });
+    auto combine = kernels.get("decode_combine_" + std::to_string(shape.latent),
+                               [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
+                                 return kimi::gpu::emitMlaDecodeCombineKernel(
+                                     mb, loc, m, "mla_decode_combine_" + n, shape);
+                               });
+
+    auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+    auto dimOf = [&](Value t, int64_t d) {
+      return getValueOrCreateConstantIndexOp(
+          b, loc, tensor::getMixedSizes(b, loc, t)[d]);
+    };
+    auto ceilDiv = [&](Value x, Value y) {
+      return arith::CeilDivUIOp::create(b, loc, x, y).getResult();
+    };
+    Value B = dimOf(op.getQ(), 0), T = dimOf(op.getQ(), 1);
+    Value S = dimOf(keys.cache, 1);
+    Value Tr = keys.rows ? dimOf(keys.rows, 1) : Value();
+    Value TH = arith::MulIOp::create(b, loc, T, c(shape.heads));
+    Value padded = arith::MulIOp::create(
+        b, loc, ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows)), c(kimi::gpu::kMlaDecodeRows));
+    // Keys per split: enough splits that the blocks of all sequences and
+    // row tiles fill the SMs once (a block per SM: the kernel's registers
+    // allow no more), no more, since every split adds a partial mix to
+    // write and combine; at least `decode-split-keys`, and at most 1,024
+    // splits (the combine kernel's weights); multiples of the tile.
+    Value maxKeys = Tr ? arith::AddIOp::create(b, loc, S, Tr).getResult() : S;
+    Value tile = c(kimi::gpu::kMlaDecodeTileKeys);
+    auto roundUp = [&](Value x) {
+      return arith::MulIOp::create(b, loc, ceilDiv(x, tile), tile).getResult();
+    };
+    Value rowTiles = ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows));
+    Value blocksPerSplit = arith::MulIOp::create(b, loc, B, rowTiles);
+    Value wanted = arith::MaxUIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, c(smCount), blocksPerSplit), c(1));
+    Value kps = roundUp(ceilDiv(maxKeys, wanted));
+    kps = arith::MaxUIOp::create(
+        b, loc, kps, roundUp(ceilDiv(maxKeys, c(kimi::gpu::kMlaDecodeMaxSplits))));
+    kps = arith::MaxUIOp::create(b, loc, kps,
+                                 c(std::max<int64_t>(
+                                     kimi::gpu::kMlaDecodeTileKeys,
+                                     (decodeSplitKeys + kimi::gpu::kMlaDecodeTileKeys - 1) /
+                                         kimi::gpu::kMlaDecodeTileKeys *
+                                         kimi::gpu::kMlaDecodeTileKeys)));
+    Value splits = arith::MaxUIOp::create(b, loc, ceilDiv(maxKeys, kps), c(1));
+
+    auto dynamic = [&](Value buffer) {
+      return kimi::gpu::asDynamicBuffer(b, loc, buffer);
+    };
+    auto input = [&](Value t) {
+      return dynamic(kimi::gpu::flatInputBuffer(b, loc, t));
+    };
+    Type f32 = b.getF32Type();
+    SmallVector<OpFoldResult> partSizes = {B, splits, padded};
+    Value partM = kimi::gpu::allocFlatBuffer(b, loc, partSizes, f32);
+    Value partL = kimi::gpu::allocFlatBuffer(b, loc, partSizes, f32);
+    partSizes.push_back(b.getIndexAttr(shape.latent));
+    Value partAcc = kimi::gpu::allocFlatBuffer(b, loc, partSizes, f32);
+    SmallVector<Value> args = {input(qa), input(op.getQ()), input(keys.cache)};
+    if (keys.rows)
+      args.push_back(input(keys.rows));
+    if (keys.cacheLengths)
+      args.push_back(input(keys.cacheLengths));
+    args.append({dynamic(partAcc), dynamic(partM), dynamic(partL), T, S});
+    if (Tr)
+      args.push_back(Tr);
+    args.append({kps, splits});
+    mlir::gpu::LaunchFuncOp::create(
+        b, loc, split,
+        mlir::gpu::KernelDim3{splits, ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows)), B},
+        mlir::gpu::KernelDim3{c(kimi::gpu::kMlaDecodeThreads), c(1), c(1)}, Value(),
+        args);
+
+    SmallVector<OpFoldResult> mixedSizes = tensor::getMixedSizes(b, loc, op.getQ());
+    mixedSizes[3] = b.getIndexAttr(shape.latent);
+    Value mixed = kimi::gpu::allocFlatBuffer(b, loc, mixedSizes, f32);
+    mlir::gpu::LaunchFuncOp::create(
+        b, loc, combine,
+        mlir::gpu::KernelDim3{
+            c((shape.latent + kimi::gpu::kMlaDecodeCombineColumns - 1) /
+              kimi::gpu::kMlaDecodeCombineColumns),
+            TH, B},
+        mlir::gpu::KernelDim3{c(kimi::gpu::kMlaDecodeThreads), c(1), c(1)}, Value(),
+        ValueRange{dynamic(partAcc), dynamic(partM), dynamic(partL), dynamic(mixed),
+                   TH, splits});
+    auto mixedType = RankedTensorType::get(
+        {qType.getDimSize(0), qType.getDimSize(1), shape.heads, shape.latent}, f32);
+    Value mixedTensor =
+        kimi::gpu::tensorOfFlatBuffer(b, loc, mixed, mixedType, mixedSizes);
+    Value out = kimi::lowering::expandLatentOutput(
+        b, loc, mixedTensor, /*rowSum=*/Value(), op.getKvBProj(), op.getGate(),
+        shape.nope, outType);
+    Operation *grown = op.getCache().getDefiningOp();
+    op.getOut().replaceAllUsesWith(out);
+    op.erase();
+    // The grown cache, when nothing else reads it.
+    if (grown && keys.rows && grown->use_empty())
+      grown->erase();
+    return success();
+  }
 };
 } // namespace

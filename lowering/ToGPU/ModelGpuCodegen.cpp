@@ -312,13 +312,16 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
              "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
              "}";
   if (options.mlaKernels)
-    front += std::string(front.empty() ? "" : ",") + "kimi-gpu-mla-kernels";
+    front += std::string(front.empty() ? "" : ",") +
+             "kimi-gpu-mla-kernels{decode-kernels=" +
+             (options.mlaDecodeKernels ? "true" : "false") +
+             " sm-count=" + std::to_string(options.smCount) + "}";
   // AttnRes first: it fuses the norm of each mix, the norm pass takes the
   // rest.
   if (options.tokenwiseKernels)
     front += std::string(front.empty() ? "" : ",") +
              "kimi-gpu-attn-res-kernels,kimi-gpu-norm-kernels,"
-             "kimi-gpu-short-conv-kernels";
+             "kimi-gpu-short-conv-kernels,kimi-gpu-router-kernels";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,

@@ -46,10 +46,13 @@ struct ModelGpuCodegenOptions {
   /// flash-style kernel (kimi-gpu-mla-kernels; f16 tensor-core products
   /// inside) rather than the absorbed linalg decomposition.
   bool mlaKernels = false;
+  /// With mlaKernels: decode steps' attention through the split-key decode
+  /// kernels too (kimi-gpu-mla-kernels{decode-kernels}).
+  bool mlaDecodeKernels = true;
   /// The token-wise ops as generated kernels, one launch each
   /// (kimi-gpu-attn-res-kernels, kimi-gpu-norm-kernels,
-  /// kimi-gpu-short-conv-kernels; f32 like the linalg decompositions they
-  /// replace).
+  /// kimi-gpu-short-conv-kernels, kimi-gpu-router-kernels; f32 like the
+  /// linalg decompositions they replace).
   bool tokenwiseKernels = true;
   /// Multiprocessors the KDA launch planning assumes.
   int smCount = 132;

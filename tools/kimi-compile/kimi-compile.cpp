@@ -244,19 +244,28 @@ cl::opt<bool> gpuMlaKernels(
     "gpu-mla-kernels",
     cl::desc("--target sm_90a models: run MLA prefill (kimi.mla, and "
              "kimi.mla_decode over 16 or more queries) through the generated "
-             "flash-style kernel (kimi-gpu-mla-kernels: f16 tensor-core "
+             "flash-style kernel and decode steps through the split-key "
+             "decode kernels (kimi-gpu-mla-kernels: f16 tensor-core "
              "products, f32 softmax; default off: the absorbed f32 "
              "decomposition)"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> gpuMlaDecodeKernels(
+    "gpu-mla-decode-kernels",
+    cl::desc("With --gpu-mla-kernels: run decode steps' attention over the "
+             "latent cache through the split-key kernels (default on; off "
+             "keeps the absorbed f32 linalg form for them)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> gpuTokenwiseKernels(
     "gpu-tokenwise-kernels",
     cl::desc("--target sm_90a models: run the token-wise ops as generated "
              "kernels, one launch each: every AttnRes application with the "
-             "RMSNorm of its mix, the RMS, L2 and gated RMS norms, and the "
-             "short convolutions with their SiLU and final state "
+             "RMSNorm of its mix, the RMS, L2 and gated RMS norms, the "
+             "short convolutions with their SiLU and final state, and the "
+             "MoE routers' top-k selection after their logits product "
              "(kimi-gpu-attn-res-kernels, kimi-gpu-norm-kernels, "
-             "kimi-gpu-short-conv-kernels; f32; default on; =false: their "
-             "linalg decompositions, three to ten launches each)"),
+             "kimi-gpu-short-conv-kernels, kimi-gpu-router-kernels; f32; "
+             "default on; =false: their linalg decompositions, three to ten "
+             "launches each)"),
     cl::init(true), cl::cat(category));
 cl::opt<bool> gpuGridDependencies(
     "gpu-grid-dependencies",
@@ -490,6 +499,7 @@ int main(int argc, char **argv) {
       codegen.matmulPrecision = gpuMatmulPrecision;
       codegen.kdaKernels = gpuKdaKernels;
       codegen.mlaKernels = gpuMlaKernels;
+      codegen.mlaDecodeKernels = gpuMlaDecodeKernels;
       codegen.tokenwiseKernels = gpuTokenwiseKernels;
       if (gpuGemvMaxM < 0 || gpuGemvMaxM > 8)
         return fail("--gpu-gemv-max-m must be in 0..8");
