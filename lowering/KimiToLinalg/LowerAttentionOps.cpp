@@ -355,7 +355,6 @@ struct AttnResLowering : OpRewritePattern<AttnResOp> {
 
 } // namespace
 
-
 /// W_uk and W_uv of kv_b_proj [H * (dn + dv), R] as [H, dn, R] and [H, dv, R].
 static std::pair<Value, Value> splitKvB(OpBuilder &b, Location loc, Value kvb,
                                         int64_t heads, int64_t nope) {

@@ -1,15 +1,15 @@
-//===- MlaToGpuKernels.cpp - MLA over many queries -> the flash kernel ----===//
+//===- MlaToGpuKernels.cpp - MLA ops -> the flash and decode kernels -----===//
 //
 // kimi-gpu-mla-kernels: see lowering/Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
+#include "lowering/KimiToLinalg/LatentAttention.h"
 #include "lowering/Passes.h"
 #include "lowering/ToGPU/KdaBf16Io.h"
 #include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "lowering/ToGPU/MlaDecodeKernel.h"
 #include "lowering/ToGPU/MlaPrefillKernel.h"
-#include "lowering/KimiToLinalg/LatentAttention.h"
 
 #include "dialects/Kimi/KimiOps.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -196,7 +196,6 @@ struct KimiGpuMlaKernels
     op->erase();
     return success();
   }
-
 
   /// The cache rows, the step's new rows and the valid cache rows behind a
   /// decode op's `cache` operand: the model writes the new rows after the
