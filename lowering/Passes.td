@@ -67,6 +67,27 @@ def KimiLowerKda : Pass<"kimi-lower-kda"> {
   ];
 }
 
+def KimiDecomposeLatentMoe : Pass<"kimi-decompose-latent-moe"> {
+  let summary = "Split each kimi.latent_moe into its kimi parts";
+  let description = [{
+    Rewrites every `kimi.latent_moe` into the kimi ops it is made of:
+
+    ```
+    z = kimi.linear(x, down_latent)
+    r = kimi.routed_experts(z, weights, indices, experts...)
+    r = kimi.rms_norm(r, norm)          (when the op has a latent norm)
+    out = kimi.linear(r, up_latent)
+    ```
+
+    `kimi-lower-to-linalg` applies the same rewrite to whatever latent MoE
+    is left, so the pass changes no result. The GPU model target runs it
+    before its kernel passes, so that the latent norm becomes one launch
+    of `kimi-gpu-norm-kernels` instead of the linalg decomposition's fill,
+    reduction and scaling kernels (k3-mini: three launches fewer per MoE
+    layer and decode step).
+  }];
+}
+
 def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
   let summary = "Lower kimi graph ops (all but kda) to linalg/tensor/scf";
   let description = [{

@@ -620,34 +620,6 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
   }
 };
 
-/// latent_moe = up(norm(routed_experts(down(x)))).
-struct LatentMoeDecomposition : OpRewritePattern<LatentMoeOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LatentMoeOp op,
-                                PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value x = op.getX();
-    RankedTensorType xType = typeOf(x);
-    int64_t width = typeOf(op.getDownLatent()).getDimSize(0);
-    SmallVector<int64_t> shape(xType.getShape());
-    shape.back() = width;
-    auto latentType = RankedTensorType::get(
-        shape, op.getOut().getType().getElementType());
-    Value z = LinearOp::create(rewriter, loc, latentType, x, op.getDownLatent(),
-                               Value());
-    Value r = RoutedExpertsOp::create(
-        rewriter, loc, latentType, z, op.getWeights(), op.getIndices(),
-        op.getGateProj(), op.getUpProj(), op.getDownProj(), op.getScales(),
-        op.getActivationAttr(), op.getBetaAttr(), op.getLinearBetaAttr());
-    if (Value norm = op.getNorm())
-      r = RmsNormOp::create(rewriter, loc, latentType, r, norm,
-                            op.getEpsAttr());
-    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getOut().getType(), r,
-                                          op.getUpLatent(), Value());
-    return success();
-  }
-};
-
 /// new_bias[j] = bias[j] - threshold(j, bias[j]) for every expert column j
 /// (the shape of both Quantile Balancing updates).
 Value subtractPerColumn(
@@ -885,9 +857,9 @@ struct QuantileUpdateLowering : OpRewritePattern<QuantileUpdateOp> {
 
 void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns,
                                                  int64_t sortedExpertsMinTokens) {
-  patterns.add<RouterLowering, LatentMoeDecomposition, QuantileBalanceLowering,
-               QuantileCountsLowering, QuantileUpdateLowering>(
-      patterns.getContext());
+  patterns.add<RouterLowering, QuantileBalanceLowering, QuantileCountsLowering,
+               QuantileUpdateLowering>(patterns.getContext());
+  populateLatentMoeDecompositionPatterns(patterns);
   patterns.add<RoutedExpertsLowering>(patterns.getContext(),
                                       sortedExpertsMinTokens);
 }

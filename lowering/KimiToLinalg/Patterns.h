@@ -18,6 +18,9 @@ void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// (kimi-lower-to-linalg's option).
 void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
                                  int64_t sortedExpertsMinTokens = 0);
+/// latent_moe -> linear (down), routed_experts, rms_norm, linear (up): kimi
+/// ops, each lowered by its own pattern (or GPU kernel pass).
+void populateLatentMoeDecompositionPatterns(mlir::RewritePatternSet &patterns);
 /// kda_transition (the sequence split of kimi.kda).
 void populateKdaTransitionLoweringPatterns(mlir::RewritePatternSet &patterns);
 

@@ -320,8 +320,9 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
   // rest.
   if (options.tokenwiseKernels)
     front += std::string(front.empty() ? "" : ",") +
-             "kimi-gpu-attn-res-kernels,kimi-gpu-norm-kernels,"
-             "kimi-gpu-short-conv-kernels,kimi-gpu-router-kernels";
+             "kimi-gpu-attn-res-kernels,kimi-decompose-latent-moe,"
+             "kimi-gpu-norm-kernels,kimi-gpu-short-conv-kernels,"
+             "kimi-gpu-router-kernels";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,
