@@ -298,8 +298,8 @@ struct KimiGpuMlaKernels
     Value S = dimOf(keys.cache, 1);
     Value Tr = keys.rows ? dimOf(keys.rows, 1) : Value();
     Value TH = arith::MulIOp::create(b, loc, T, c(shape.heads));
-    Value padded = arith::MulIOp::create(
-        b, loc, ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows)), c(kimi::gpu::kMlaDecodeRows));
+    Value rowTiles = ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows));
+    Value padded = arith::MulIOp::create(b, loc, rowTiles, c(kimi::gpu::kMlaDecodeRows));
     // Keys per split: enough splits that the blocks of all sequences and
     // row tiles fill the SMs once (a block per SM: the kernel's registers
     // allow no more), no more, since every split adds a partial mix to
@@ -310,7 +310,6 @@ struct KimiGpuMlaKernels
     auto roundUp = [&](Value x) {
       return arith::MulIOp::create(b, loc, ceilDiv(x, tile), tile).getResult();
     };
-    Value rowTiles = ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows));
     Value blocksPerSplit = arith::MulIOp::create(b, loc, B, rowTiles);
     Value wanted = arith::MaxUIOp::create(
         b, loc, arith::DivUIOp::create(b, loc, c(smCount), blocksPerSplit), c(1));
@@ -348,7 +347,7 @@ struct KimiGpuMlaKernels
     args.append({kps, splits});
     mlir::gpu::LaunchFuncOp::create(
         b, loc, split,
-        mlir::gpu::KernelDim3{splits, ceilDiv(TH, c(kimi::gpu::kMlaDecodeRows)), B},
+        mlir::gpu::KernelDim3{splits, rowTiles, B},
         mlir::gpu::KernelDim3{c(kimi::gpu::kMlaDecodeThreads), c(1), c(1)}, Value(),
         args);
 

@@ -166,3 +166,24 @@ func.func @bf16(%q: tensor<1x64x4x48xbf16>, %cache: tensor<1x?x80xbf16>, %kvb: t
   %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x64x4x48xbf16>, tensor<1x?x80xbf16>, tensor<256x64xbf16>) -> tensor<1x64x4x32xbf16>
   return %o : tensor<1x64x4x32xbf16>
 }
+
+// -----
+
+// K3's decode step: 96 heads are six 16-row tiles of the split kernel's
+// grid, so 132 / 6 = 22 splits fill the SMs; the latent is 512 wide (eight
+// combine blocks of 64 columns).
+// CHECK-LABEL: func.func @k3_decode
+// CHECK-NOT: kimi.cache_insert
+// CHECK: %[[ROWTILES:.*]] = arith.ceildivui %{{.*}}, %c16{{.*}} : index
+// CHECK: %[[BLOCKS:.*]] = arith.muli %c1{{.*}}, %[[ROWTILES]] : index
+// CHECK: arith.divui %c132, %[[BLOCKS]] : index
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_split_0 blocks in (%{{.*}}, %{{.*}}, %c1{{.*}})
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_combine_0 blocks in (%c8{{.*}}, %{{.*}}, %c1{{.*}})
+func.func @k3_decode(%q: tensor<1x1x96x192xf32>, %cache: tensor<1x?x576xf32>, %row: tensor<1x1x576xf32>,
+                     %kvb: tensor<24576x512xf32>, %gate: tensor<1x1x96x128xf32>, %len: tensor<1xi32>) -> tensor<1x1x96x128xf32> {
+  %grown = kimi.cache_insert %row into %cache lengths %len : (tensor<1x?x576xf32>, tensor<1x1x576xf32>, tensor<1xi32>) -> tensor<1x?x576xf32>
+  %one = arith.constant dense<1> : tensor<1xi32>
+  %valid = arith.addi %len, %one : tensor<1xi32>
+  %o = kimi.mla_decode %q, %grown, %kvb gate %gate lengths %valid scale(0.07216878364870323) : (tensor<1x1x96x192xf32>, tensor<1x?x576xf32>, tensor<24576x512xf32>, tensor<1x1x96x128xf32>, tensor<1xi32>) -> tensor<1x1x96x128xf32>
+  return %o : tensor<1x1x96x128xf32>
+}

@@ -59,3 +59,18 @@ func.func @i64_indices(%x: tensor<4x64xf32>, %w: tensor<16x64xbf16>, %b: tensor<
   %wt, %id = kimi.router %x, %w, %b top_k(2) renormalize : tensor<4x64xf32>, tensor<16x64xbf16>, tensor<16xf32> -> tensor<4x2xf32>, tensor<4x2xi64>
   return %wt, %id : tensor<4x2xf32>, tensor<4x2xi64>
 }
+
+// -----
+
+// K3's router: 896 experts (28 a lane), top 16 of them.
+// CHECK-LABEL: func.func @k3_router
+// CHECK: kimi.linear %arg0, %arg1 : tensor<1x1x7168xf32>, tensor<896x7168xbf16> -> tensor<1x1x896xf32>
+// CHECK: gpu.launch_func  @kimi_router::@router_0 {{.*}} args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<896xf32>, %{{.*}} : memref<?xf32>, %{{.*}} : memref<?xi32>, %c1{{.*}} : index)
+// CHECK: gpu.func @router_0
+// CHECK-COUNT-160: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.return
+func.func @k3_router(%x: tensor<1x1x7168xf32>, %w: tensor<896x7168xbf16>, %b: tensor<896xf32>) -> (tensor<1x1x16xf32>, tensor<1x1x16xi32>) {
+  %wt, %id = kimi.router %x, %w, %b top_k(16) renormalize : tensor<1x1x7168xf32>, tensor<896x7168xbf16>, tensor<896xf32> -> tensor<1x1x16xf32>, tensor<1x1x16xi32>
+  return %wt, %id : tensor<1x1x16xf32>, tensor<1x1x16xi32>
+}
