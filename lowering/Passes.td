@@ -271,7 +271,7 @@ def KimiGpuKdaKernels : Pass<"kimi-gpu-kda-kernels", "::mlir::ModuleOp"> {
 }
 
 def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
-  let summary = "Run MLA over many queries through the generated flash-style kernel";
+  let summary = "Run MLA through the generated flash-style prefill and split-key decode kernels";
   let description = [{
     `kimi-compile --gpu-mla-kernels`. Every `kimi.mla` and every
     `kimi.mla_decode` with at least `min-queries` queries (a prefill step)
