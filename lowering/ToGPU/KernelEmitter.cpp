@@ -94,6 +94,11 @@ Value KernelEmitter::blockId(mlir::gpu::Dimension dim) {
   return mlir::gpu::BlockIdOp::create(b, loc, dim);
 }
 Value KernelEmitter::laneId() { return mlir::gpu::LaneIdOp::create(b, loc, nullptr); }
+Value KernelEmitter::shuffleXor(Value v, int32_t offset) {
+  return mlir::gpu::ShuffleOp::create(b, loc, v, offset, 32,
+                                      mlir::gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
 
 Value KernelEmitter::sharedBuffer(mlir::gpu::GPUModuleOp module, StringRef name,
                                   int64_t elements, Type type) {
@@ -332,9 +337,7 @@ OnlineSoftmaxTile onlineSoftmaxTile(KernelEmitter &e, MutableArrayRef<Acc> score
     for (const Acc &tile : scores)
       v = e.fmax(v, e.fmax(tile[2 * r], tile[2 * r + 1]));
     for (int32_t off : {1, 2})
-      v = e.fmax(v, mlir::gpu::ShuffleOp::create(b, e.loc, v, off, 32,
-                                           mlir::gpu::ShuffleMode::XOR)
-                        .getShuffleResult());
+      v = e.fmax(v, e.shuffleXor(v, off));
     mNew[r] = e.fmax(carried[r], v);
     alpha[r] = math::Exp2Op::create(b, e.loc, e.fsub(carried[r], mNew[r]));
     rowSum[r] = e.f32(0.0);

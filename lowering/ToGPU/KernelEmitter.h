@@ -89,6 +89,8 @@ public:
   mlir::Value threadId();
   mlir::Value blockId(mlir::gpu::Dimension dim);
   mlir::Value laneId();
+  /// `gpu.shuffle xor` over the 32 lanes: the value of lane (lane ^ offset).
+  mlir::Value shuffleXor(mlir::Value v, int32_t offset);
 
   /// A statically sized shared-memory (address space 3) buffer of
   /// `elements` values of `type`, declared as a `memref.global` in

@@ -136,12 +136,6 @@ struct MlaDecodeEmitter {
     }
   }
 
-  Value shuffleXor(Value v, int32_t off) {
-    return mlir::gpu::ShuffleOp::create(e.b, e.loc, v, off, 32,
-                                        mlir::gpu::ShuffleMode::XOR)
-        .getShuffleResult();
-  }
-
   void emitSplit(mlir::gpu::GPUModuleOp module, StringRef name, Value qa,
                  Value q, Value cache, Value rows, Value lengths, Value accOut,
                  Value mOut, Value lOut, Value T, Value S, Value Tr, Value kps,
@@ -332,7 +326,7 @@ struct MlaDecodeEmitter {
     for (int r = 0; r < 2; ++r) {
       l[r] = loop.getResult(2 + r);
       for (int32_t off : {1, 2})
-        l[r] = e.fadd(l[r], shuffleXor(l[r], off));
+        l[r] = e.fadd(l[r], e.shuffleXor(l[r], off));
     }
     {
       auto writer = scf::IfOp::create(
@@ -374,7 +368,7 @@ struct MlaDecodeEmitter {
     OpBuilder &b = e.b;
     auto combine = [&](Value a, Value c) { return max ? e.fmax(a, c) : e.fadd(a, c); };
     for (int32_t off : {16, 8, 4, 2, 1})
-      v = combine(v, shuffleXor(v, off));
+      v = combine(v, e.shuffleXor(v, off));
     {
       auto first = scf::IfOp::create(b, e.loc, e.eq(lane, e.idx(0)), false);
       OpBuilder::InsertionGuard guard(b);

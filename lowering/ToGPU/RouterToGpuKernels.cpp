@@ -107,12 +107,6 @@ mlir::gpu::GPUFuncOp emitRouterKernel(OpBuilder &b, Location loc,
     Value eq = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v, w);
     return arith::OrIOp::create(b, loc, gt, e.andI(eq, e.ult(i, j))).getResult();
   };
-  Value width = e.i32(32);
-  auto shuffle = [&](Value v, int32_t off) {
-    return mlir::gpu::ShuffleOp::create(b, loc, v, e.i32(off), width,
-                                        mlir::gpu::ShuffleMode::XOR)
-        .getShuffleResult();
-  };
   Value noExpert = e.idx(E);
   SmallVector<Value> taken(P, arith::ConstantOp::create(b, loc, b.getBoolAttr(false)));
   SmallVector<Value> raw;
@@ -130,8 +124,8 @@ mlir::gpu::GPUFuncOp emitRouterKernel(OpBuilder &b, Location loc,
     }
     Value bestI32 = e.toI32(bestI);
     for (int32_t off : {16, 8, 4, 2, 1}) {
-      Value ov = shuffle(bestV, off);
-      Value oi = e.toIndex(shuffle(bestI32, off));
+      Value ov = e.shuffleXor(bestV, off);
+      Value oi = e.toIndex(e.shuffleXor(bestI32, off));
       Value take = better(ov, oi, bestV, bestI);
       bestV = e.select(take, ov, bestV);
       bestI = e.select(take, oi, bestI);
