@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 
@@ -325,6 +326,20 @@ mlir::gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
 
 MemRefType flatMemRef(Type type, int64_t elements) {
   return MemRefType::get({elements}, type);
+}
+
+void storeStaged(KernelEmitter &e, ArrayRef<StagedPiece> pieces, Value tile,
+                 unsigned alignment) {
+  for (const StagedPiece &p : pieces) {
+    std::optional<OpBuilder::InsertionGuard> guard;
+    if (p.inTile) {
+      auto inTile = scf::IfOp::create(e.b, e.loc, p.inTile, false);
+      guard.emplace(e.b);
+      e.b.setInsertionPointToStart(&inTile.getThenRegion().front());
+    }
+    vector::StoreOp::create(e.b, e.loc, p.value, tile, ValueRange{p.index},
+                            /*nontemporal=*/false, llvm::MaybeAlign(alignment));
+  }
 }
 
 OnlineSoftmaxTile onlineSoftmaxTile(KernelEmitter &e, MutableArrayRef<Acc> scores,

@@ -173,6 +173,16 @@ private:
   llvm::SmallVector<mlir::Value> col, valid;
 };
 
+/// A vector loaded for a shared-memory tile: where it goes, and whether it
+/// has a place there (null when every piece of the staging fits).
+struct StagedPiece {
+  mlir::Value value, index, inTile;
+};
+/// Stores staged pieces into `tile` once all their loads were issued (so
+/// they are in flight together), skipping pieces past the tile.
+void storeStaged(KernelEmitter &e, llvm::ArrayRef<StagedPiece> pieces,
+                 mlir::Value tile, unsigned alignment);
+
 /// One key tile of a flash-style online softmax, base 2, over the two rows
 /// (g and g + 8) a thread holds in m16 accumulator tiles. `carried` is the
 /// key loop's state [m0, m1, l0, l1, o tiles...] (m: running row maxima

@@ -20,7 +20,6 @@
 
 #include <functional>
 #include <optional>
-#include <tuple>
 #include <limits>
 
 using namespace mlir;
@@ -113,7 +112,7 @@ struct MlaDecodeEmitter {
     const int64_t perRow = W / 4, total = rows * perRow;
     const int64_t steps = (total + kMlaDecodeThreads - 1) / kMlaDecodeThreads;
     auto halfType = VectorType::get({4}, b.getF16Type());
-    SmallVector<std::tuple<Value, Value, Value>> loaded;
+    SmallVector<StagedPiece> loaded;
     for (int64_t u = 0; u < steps; ++u) {
       Value piece = e.add(tid, e.idx(u * kMlaDecodeThreads));
       Value exists = total % kMlaDecodeThreads ? e.ult(piece, e.idx(total)) : Value();
@@ -124,16 +123,7 @@ struct MlaDecodeEmitter {
       Value v = arith::TruncFOp::create(b, e.loc, halfType, source(row, col));
       loaded.push_back({v, e.add(e.mul(row, e.idx(ld)), col), exists});
     }
-    for (auto &[v, index, exists] : loaded) {
-      std::optional<OpBuilder::InsertionGuard> guard;
-      if (exists) {
-        auto inTile = scf::IfOp::create(b, e.loc, exists, false);
-        guard.emplace(b);
-        b.setInsertionPointToStart(&inTile.getThenRegion().front());
-      }
-      vector::StoreOp::create(b, e.loc, v, tile, ValueRange{index},
-                              /*nontemporal=*/false, llvm::MaybeAlign(8));
-    }
+    storeStaged(e, loaded, tile, 8);
   }
 
   void emitSplit(mlir::gpu::GPUModuleOp module, StringRef name, Value qa,

@@ -24,7 +24,6 @@
 #include <cmath>
 #include <functional>
 #include <optional>
-#include <tuple>
 #include <limits>
 #include <numeric>
 
@@ -93,7 +92,7 @@ struct MlaPrefillEmitter {
     const int64_t steps = (total + kMlaThreads - 1) / kMlaThreads;
     Value zeros = arith::ConstantOp::create(
         b, e.loc, DenseElementsAttr::get(vecType, b.getF16FloatAttr(0.0)));
-    SmallVector<std::tuple<Value, Value, Value>> loaded; // value, index, stored
+    SmallVector<StagedPiece> loaded;
     for (int64_t u = 0; u < steps; ++u) {
       Value piece = e.add(tid, e.idx(u * kMlaThreads));
       Value row = e.divu(piece, e.idx(piecesPerRow));
@@ -110,17 +109,8 @@ struct MlaPrefillEmitter {
       loaded.push_back({v, e.add(e.mul(row, e.idx(ld)), e.add(col, e.idx(dstCol))),
                         exists});
     }
-    for (auto &[v, index, exists] : loaded) {
-      // Pieces past the tile (a partial last step) have no place to go.
-      std::optional<OpBuilder::InsertionGuard> guard;
-      if (exists) {
-        auto inTile = scf::IfOp::create(b, e.loc, exists, false);
-        guard.emplace(b);
-        b.setInsertionPointToStart(&inTile.getThenRegion().front());
-      }
-      vector::StoreOp::create(b, e.loc, v, tile, ValueRange{index},
-                              /*nontemporal=*/false, llvm::MaybeAlign(16));
-    }
+    // Pieces past the tile (a partial last step) have no place to go.
+    storeStaged(e, loaded, tile, 16);
   }
 
   void emit(mlir::gpu::GPUModuleOp module, StringRef name) {
