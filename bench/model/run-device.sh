@@ -6,8 +6,12 @@
 #
 #   bench/model/run-device.sh [--no-tests] [--no-bench] [--no-eager] [--profile NAME]
 #                             [--model-tests GTEST_FILTER] [--no-pdl NAME] [--ncu NAME]
+#                             [--no-in-place NAME]
 # --no-pdl NAME: also time k3-mini-NAME.kimi with KIMI_GPU_PDL=0 (plain
 #   launches), as bench-NAME-nopdl.json.
+# --no-in-place NAME: also time k3-mini-NAME.kimi with
+#   KIMI_GPU_STATES_IN_PLACE=0 (decode graphs copy the states in and out),
+#   as bench-NAME-noinplace.json.
 # --ncu NAME: Nsight Compute's duration of every kernel of one batch-1
 #   decode step of k3-mini-NAME.kimi (step 4 of 8, graphs replayed), as
 #   ncu-NAME.csv; needs hardware counters (Firecracker machines).
@@ -20,7 +24,7 @@ export LD_LIBRARY_PATH=$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz; do
   [ -f "$z" ] && gunzip -f "$z"
 done
-tests=1 eager=1 bench=1 profile="" filter="*" nopdl="" ncu=""
+tests=1 eager=1 bench=1 profile="" filter="*" nopdl="" ncu="" noinplace=""
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --model-tests) filter=$2; shift ;;
     --no-pdl) nopdl=$2; shift ;;
     --ncu) ncu=$2; shift ;;
+    --no-in-place) noinplace=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -64,6 +69,12 @@ if [ -n "$nopdl" ]; then
     --decode-steps 64 --context 1024 --repeats 3 > "$out/bench-$nopdl-nopdl.json" \
     2> "$out/bench-$nopdl-nopdl.err"
   echo "bench $nopdl without PDL: rc $?"
+fi
+if [ -n "$noinplace" ]; then
+  KIMI_GPU_STATES_IN_PLACE=0 timeout 300 ./kimi-bench-model "k3-mini-$noinplace.kimi" \
+    --prefill-tokens 8192 --decode-steps 64 --context 1024 --repeats 3 \
+    > "$out/bench-$noinplace-noinplace.json" 2> "$out/bench-$noinplace-noinplace.err"
+  echo "bench $noinplace with states copied: rc $?"
 fi
 if [ -n "$ncu" ]; then
   timeout 400 ncu --clock-control none --profile-from-start off \

@@ -466,6 +466,8 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
       return invalidArgument("KIMI_GPU_GRAPH_BUCKET and KIMI_GPU_GRAPHS_KEPT "
                              "must be positive integers");
     exe->setGraphs(on, bucket, size_t(kept));
+    if (const char *env = std::getenv("KIMI_GPU_STATES_IN_PLACE"))
+      exe->statesInPlace_ = std::string(env) != "0";
   }
 
   // cuBLASLt is needed only by models with matrix products (all real ones);
@@ -522,6 +524,19 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
       return s.addContext("entry " + quoted(e.name));
     }
     exe->entries_[e.name] = fn.value();
+    // Each state input's output of the same name, dtype and shape: where a
+    // donated state may be updated in place.
+    std::vector<size_t> &pairs = exe->stateOutputs_[e.name];
+    pairs.assign(e.inputs.size(), kNoOutput);
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      for (size_t o = 0; o < e.outputs.size() &&
+                         e.inputs[i].role == TensorRole::kState;
+           ++o)
+        if (e.outputs[o].role == TensorRole::kState &&
+            e.outputs[o].name == e.inputs[i].name &&
+            e.outputs[o].dtype == e.inputs[i].dtype &&
+            e.outputs[o].shape == e.inputs[i].shape)
+          pairs[i] = o;
   }
 
   // Weights: device buffers, their addresses in kimi_gpu_weights[slot].
@@ -879,7 +894,7 @@ Status GpuModelExecutable::run(const std::string &entryName,
     carried.push_back(wrapped.back().get());
   }
   std::vector<CarriedRef> out;
-  KIMI_RETURN_IF_ERROR(runCarried(entryName, carried, tokens, {}, out));
+  KIMI_RETURN_IF_ERROR(runCarried(entryName, carried, tokens, {}, {}, out));
   outputs.clear();
   for (const CarriedRef &t : out)
     outputs.push_back(*t->host()); // nothing kept: all on the host
@@ -889,7 +904,7 @@ Status GpuModelExecutable::run(const std::string &entryName,
 Status GpuModelExecutable::runCarried(
     const std::string &entryName, const std::vector<const CarriedTensor *> &inputs,
     int64_t tokens, const std::vector<bool> &keep,
-    std::vector<CarriedRef> &outputs) const {
+    const std::vector<bool> &donated, std::vector<CarriedRef> &outputs) const {
   std::lock_guard<std::mutex> lock(mutex_);
   KIMI_ASSIGN_OR_RETURN(const EntrySpec *entry,
                         entryForCall(*artifact_, entryName, inputs.size()));
@@ -899,7 +914,7 @@ Status GpuModelExecutable::runCarried(
   const CudaDriver &d = device_->driver();
   {
     StatusOr<bool> replayed =
-        runAsGraph(*entry, fn->second, inputs, tokens, keep, outputs);
+        runAsGraph(*entry, fn->second, inputs, tokens, keep, donated, outputs);
     if (!replayed.isOk())
       return replayed.takeStatus().addContext(label);
     if (replayed.value())
@@ -1118,11 +1133,14 @@ struct GpuModelExecutable::CapturedCall {
     cuda::CUdeviceptr at;
     size_t bytes;
   };
-  std::vector<Staged> staged; // inputs other than the padded caches
+  std::vector<Staged> staged; // inputs other than caches and states in place
   struct Result {
     cuda::CUdeviceptr at;
     size_t bytes;
     std::vector<int64_t> shape;
+    /// A state updated in place: the input whose memory holds it after the
+    /// replay (kNoOutput: none, the result is copied out).
+    size_t inPlaceOf = kNoOutput;
   };
   std::vector<Result> results;
   /// Profiled captures: the events recorded by the graph's nodes, and what
@@ -1135,7 +1153,8 @@ struct GpuModelExecutable::CapturedCall {
 StatusOr<bool> GpuModelExecutable::runAsGraph(
     const EntrySpec &entry, void *function,
     const std::vector<const CarriedTensor *> &inputs, int64_t tokens,
-    const std::vector<bool> &keep, std::vector<CarriedRef> &outputs) const {
+    const std::vector<bool> &keep, const std::vector<bool> &donated,
+    std::vector<CarriedRef> &outputs) const {
   // Collectives synchronise with the host, and kernel modules and
   // cuBLASLt's choices are made by a direct call first. A profiled call is
   // captured with its events as graph nodes: replayed without the host's
@@ -1147,11 +1166,14 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   bool lengths = false;
   for (const TensorSpec &s : entry.inputs)
     lengths |= s.role == TensorRole::kCacheLength;
+  const std::vector<size_t> &stateOutput = stateOutputs_.at(entry.name);
 
-  // The key: each cache by address and padded rows, the rest by shape.
+  // The key: each cache by address and padded rows, each state updated in
+  // place by address, the rest by shape.
   std::string key = entry.name + (profile.on ? "|profiled" : "");
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   std::vector<cuda::CUdeviceptr> byReference(inputs.size(), 0);
+  std::vector<size_t> inPlace; // inputs whose state output is written over them
   for (size_t i = 0; i < inputs.size(); ++i) {
     const CarriedTensor *t = inputs[i];
     if (!t || !checkEntryInput(entry.inputs[i], t, "").isOk() ||
@@ -1160,6 +1182,21 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     shapes[i] = t->shape();
     if (entry.inputs[i].role != TensorRole::kCache) {
       key += "|" + shapeToString(shapes[i]);
+      // A donated state that nothing else views (the tensor alone holds its
+      // block) is read where it is, and the graph ends by copying the new
+      // state over it: a replay then copies no state in or out.
+      const auto *dt = t->residence() == this
+                           ? static_cast<const DeviceCarriedTensor *>(t)
+                           : nullptr;
+      if (dt && statesInPlace_ && stateOutput[i] != kNoOutput &&
+          i < donated.size() &&
+          donated[i] && dt->block().use_count() == 1 &&
+          std::find(byReference.begin(), byReference.end(), dt->data()) ==
+              byReference.end()) {
+        byReference[i] = dt->data();
+        inPlace.push_back(i);
+        key += "@" + std::to_string(dt->data());
+      }
       continue;
     }
     // A cache: one sequence in zeroed storage with room for the padding.
@@ -1201,6 +1238,25 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       args.setContiguous(i, reinterpret_cast<void *>(at), shapes[i]);
       argPointers.push_back(args.pointer(i));
     }
+    // Checks output i as the call returned it: its place, or an error.
+    auto resultOf = [&](size_t i) -> StatusOr<CapturedCall::Result> {
+      const TensorSpec &spec = entry.outputs[i];
+      MemRefView v = results.view(i);
+      const std::vector<int64_t> expected = callShape(spec, tokens);
+      int64_t numel = 0;
+      checkedNumel(expected, numel);
+      if (v.sizes() != expected ||
+          (numel > 0 && (!v.aligned() || !v.isContiguous() || v.offset() < 0)))
+        return executionError("output " + std::to_string(i) + " " +
+                              quoted(spec.name) + ": returned shape " +
+                              shapeToString(v.sizes()) + " (or a strided "
+                              "buffer), expected " + shapeToString(expected));
+      const size_t elem = dtypeSize(spec.dtype);
+      return CapturedCall::Result{
+          reinterpret_cast<cuda::CUdeviceptr>(v.aligned()) +
+              static_cast<cuda::CUdeviceptr>(v.offset()) * elem,
+          size_t(numel) * elem, expected};
+    };
     // Poison fills of the staged inputs come before the capture.
     KIMI_RETURN_IF_ERROR(stream_->synchronize());
     *status_ = 0;
@@ -1214,7 +1270,22 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     profile.inGraph = true;
     StatusOr<std::unique_ptr<CudaGraph>> graph = CudaGraph::capture(
         *device_, *stream_,
-        [&] { return callEntry(function, results.structPointer(), argPointers); },
+        [&]() -> Status {
+          KIMI_RETURN_IF_ERROR(
+              callEntry(function, results.structPointer(), argPointers));
+          // The states updated in place: copied over their inputs after
+          // every kernel of the call has read them (stream order).
+          for (size_t i : inPlace) {
+            KIMI_ASSIGN_OR_RETURN(CapturedCall::Result r,
+                                  resultOf(stateOutput[i]));
+            if (r.bytes && r.at != byReference[i])
+              KIMI_RETURN_IF_ERROR(d.check(
+                  d.cuMemcpyDtoDAsync(byReference[i], r.at, r.bytes,
+                                      stream_->handle()),
+                  "cuMemcpyDtoDAsync (state in place)"));
+          }
+          return Status::ok();
+        },
         /*relaxed=*/true); // the call allocates from the pool
     profile.inGraph = false;
     std::swap(profile.events, call->events);
@@ -1229,26 +1300,16 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       st = executionError("the model's GPU shim failed (status " +
                           std::to_string(*status_) + ")");
     for (size_t i = 0; i < entry.outputs.size() && st.isOk(); ++i) {
-      const TensorSpec &spec = entry.outputs[i];
-      MemRefView v = results.view(i);
-      const std::vector<int64_t> expected = callShape(spec, tokens);
-      int64_t numel = 0;
-      checkedNumel(expected, numel);
-      if (v.sizes() != expected || (numel > 0 && (!v.aligned() ||
-                                                   !v.isContiguous() ||
-                                                   v.offset() < 0))) {
-        st = executionError("output " + std::to_string(i) + " " +
-                            quoted(spec.name) + ": returned shape " +
-                            shapeToString(v.sizes()) + " (or a strided "
-                            "buffer), expected " + shapeToString(expected));
+      StatusOr<CapturedCall::Result> r = resultOf(i);
+      if (!r.isOk()) {
+        st = r.takeStatus();
         break;
       }
-      const size_t elem = dtypeSize(spec.dtype);
-      call->results.push_back(
-          {reinterpret_cast<cuda::CUdeviceptr>(v.aligned()) +
-               static_cast<cuda::CUdeviceptr>(v.offset()) * elem,
-           size_t(numel) * elem, expected});
+      call->results.push_back(std::move(r.value()));
     }
+    for (size_t i : inPlace)
+      if (st.isOk())
+        call->results[stateOutput[i]].inPlaceOf = i;
     *status_ = 0;
     shim_->error = Status::ok();
     if (!st.isOk()) {
@@ -1266,9 +1327,23 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   }
   CapturedCall &call = *captured_.front();
 
-  // Replay: the inputs into the graph's copies, the graph, the outputs out.
+  // Replay: the outputs' memory first (a failure there changes nothing),
+  // then the inputs into the graph's copies, the graph, the outputs out.
   cuda::CUstream stream = stream_->handle();
   auto started = std::chrono::steady_clock::now();
+  std::vector<CarriedRef> out(entry.outputs.size());
+  std::vector<std::shared_ptr<DeviceBlock>> blocks(call.results.size());
+  std::vector<HostBuffer> hosts(call.results.size());
+  for (size_t i = 0; i < call.results.size(); ++i) {
+    const CapturedCall::Result &r = call.results[i];
+    if (r.inPlaceOf != kNoOutput)
+      continue;
+    if (i < keep.size() && keep[i]) {
+      KIMI_ASSIGN_OR_RETURN(blocks[i], allocateBlock(r.bytes));
+    } else {
+      KIMI_ASSIGN_OR_RETURN(hosts[i], HostBuffer::allocate(r.bytes));
+    }
+  }
   for (const CapturedCall::Staged &s : call.staged) {
     if (!s.bytes)
       continue;
@@ -1284,34 +1359,38 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     KIMI_RETURN_IF_ERROR(copied);
   }
   KIMI_RETURN_IF_ERROR(call.graph->launch(*stream_));
-  std::vector<CarriedRef> out(entry.outputs.size());
-  std::vector<size_t> toHost;
   for (size_t i = 0; i < call.results.size(); ++i) {
     const CapturedCall::Result &r = call.results[i];
-    if (!(i < keep.size() && keep[i])) {
-      toHost.push_back(i);
+    if (r.inPlaceOf != kNoOutput) {
+      const auto &in =
+          static_cast<const DeviceCarriedTensor &>(*inputs[r.inPlaceOf]);
+      out[i] = std::make_shared<DeviceCarriedTensor>(
+          entry.outputs[i].dtype, r.shape, in.block(), in.data());
       continue;
     }
-    KIMI_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBlock> block, allocateBlock(r.bytes));
+    if (!blocks[i])
+      continue;
     if (r.bytes)
       KIMI_RETURN_IF_ERROR(
-          d.check(d.cuMemcpyDtoDAsync(block->base, r.at, r.bytes, stream),
+          d.check(d.cuMemcpyDtoDAsync(blocks[i]->base, r.at, r.bytes, stream),
                   "cuMemcpyDtoDAsync (graph output)"));
-    const cuda::CUdeviceptr base = block->base;
-    std::shared_ptr<GrowableStorage> storage = growable(*block, base, r.bytes);
+    const cuda::CUdeviceptr base = blocks[i]->base;
+    std::shared_ptr<GrowableStorage> storage = growable(*blocks[i], base, r.bytes);
     out[i] = std::make_shared<DeviceCarriedTensor>(
-        entry.outputs[i].dtype, r.shape, std::move(block), base, std::move(storage));
+        entry.outputs[i].dtype, r.shape, std::move(blocks[i]), base,
+        std::move(storage));
   }
   auto issued = std::chrono::steady_clock::now();
   KIMI_RETURN_IF_ERROR(stream_->synchronize());
-  for (size_t i : toHost) {
+  for (size_t i = 0; i < call.results.size(); ++i) {
+    if (out[i])
+      continue;
     const CapturedCall::Result &r = call.results[i];
-    KIMI_ASSIGN_OR_RETURN(HostBuffer host, HostBuffer::allocate(r.bytes));
     if (r.bytes)
-      KIMI_RETURN_IF_ERROR(d.check(d.cuMemcpyDtoH(host.data, r.at, r.bytes),
+      KIMI_RETURN_IF_ERROR(d.check(d.cuMemcpyDtoH(hosts[i].data, r.at, r.bytes),
                                    "cuMemcpyDtoH (graph output)"));
     out[i] = std::make_shared<HostCarriedTensor>(
-        HostTensor{entry.outputs[i].dtype, r.shape, std::move(host)});
+        HostTensor{entry.outputs[i].dtype, r.shape, std::move(hosts[i])});
   }
   using Ms = std::chrono::duration<double, std::milli>;
   if (profile.on) {
@@ -1322,6 +1401,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   }
   times.calls += 1;
   times.graphReplays += 1;
+  times.statesInPlace += inPlace.empty() ? 0 : 1;
   times.issueMs += Ms(issued - started).count();
   times.waitMs += Ms(std::chrono::steady_clock::now() - issued).count();
   outputs = std::move(out);

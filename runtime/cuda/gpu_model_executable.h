@@ -22,7 +22,9 @@
 // read padded is captured as a CUDA graph the first time a (padded length,
 // cache addresses) pair is seen after one direct call, and replayed after
 // that (docs/runtime-abi.md, "Decode graphs"). The graph owns its
-// temporaries and copies of the other inputs; the outputs are copied out.
+// temporaries and copies of the other inputs; the outputs are copied out,
+// except states the caller donated: those the graph reads where they are
+// and writes over at its end, so a replay moves no state through the host.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +112,7 @@ public:
   Status runCarried(const std::string &entry,
                     const std::vector<const CarriedTensor *> &inputs,
                     int64_t tokens, const std::vector<bool> &keep,
+                    const std::vector<bool> &donated,
                     std::vector<CarriedRef> &outputs) const override;
   const void *residence() const override { return this; }
   StatusOr<CarriedRef> carry(const HostTensor &t) const override;
@@ -159,6 +162,7 @@ private:
   StatusOr<bool> runAsGraph(const EntrySpec &entry, void *function,
                             const std::vector<const CarriedTensor *> &inputs,
                             int64_t tokens, const std::vector<bool> &keep,
+                            const std::vector<bool> &donated,
                             std::vector<CarriedRef> &outputs) const;
   /// Bytes at `address` in a host tensor (waits for the stream).
   StatusOr<HostTensor> download(cuda::CUdeviceptr address, DType dtype,
@@ -180,7 +184,14 @@ private:
   mutable std::mutex mutex_;
   bool graphs_ = true;
   int64_t graphBucket_ = 256;
+  /// Donated states are updated in place by graph replays (unless
+  /// KIMI_GPU_STATES_IN_PLACE=0 when the executable is created).
+  bool statesInPlace_ = true;
   size_t maxGraphs_ = 4;
+  static constexpr size_t kNoOutput = ~size_t(0);
+  /// By entry: for each input, the state output it becomes (kNoOutput when
+  /// it is not a state).
+  std::map<std::string, std::vector<size_t>> stateOutputs_;
   mutable std::map<std::string, int64_t> directCalls_; // by entry
   mutable std::set<std::string> uncapturable_;         // entries
   mutable std::string graphFailure_;

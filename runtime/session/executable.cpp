@@ -72,8 +72,10 @@ Status checkEntryInput(const TensorSpec &spec, const CarriedTensor *t,
 Status Executable::runCarried(const std::string &entry,
                               const std::vector<const CarriedTensor *> &inputs,
                               int64_t tokens, const std::vector<bool> &keep,
+                              const std::vector<bool> &donated,
                               std::vector<CarriedRef> &outputs) const {
-  (void)keep; // host tensors are kept where they are
+  (void)keep;    // host tensors are kept where they are
+  (void)donated; // and never updated in place
   std::vector<const HostTensor *> hostInputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] && !inputs[i]->host())

@@ -42,9 +42,16 @@ public:
   /// run() with carried inputs (in host memory, or this executable's own).
   /// Output i stays where the executable computes when `keep[i]`, and is a
   /// host tensor otherwise. The default runs run() on host tensors only.
+  ///
+  /// `donated[i]` (may be empty: nothing donated): the caller holds the only
+  /// reference to input i and drops it after the call, so the executable
+  /// may reuse its memory for the output of the same name (a state updated
+  /// in place). A donated input's contents are unspecified after the call,
+  /// also after a failed one when the device itself failed.
   virtual Status runCarried(const std::string &entry,
                             const std::vector<const CarriedTensor *> &inputs,
                             int64_t tokens, const std::vector<bool> &keep,
+                            const std::vector<bool> &donated,
                             std::vector<CarriedRef> &outputs) const;
   /// Where the tensors this executable keeps live (CarriedTensor::residence):
   /// null for host memory.
@@ -80,6 +87,9 @@ public:
     double issueMs = 0, waitMs = 0;
     /// Calls replayed as a CUDA graph, and graphs captured (GPU models).
     int64_t graphReplays = 0, graphCaptures = 0;
+    /// Replays that updated donated states in place (no state copied in or
+    /// out by the host).
+    int64_t statesInPlace = 0;
   };
   virtual CallTimes callTimes() const { return {}; }
 };

@@ -108,7 +108,8 @@ LogitsView Session::logits() const {
 
 StatusOr<std::vector<CarriedRef>>
 Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
-              int64_t count, bool keepLogits, CarriedRef &logits) {
+              int64_t count, bool keepLogits, CarriedRef &logits,
+              bool &donatedAny) {
   KIMI_ASSIGN_OR_RETURN(HostBuffer tokBuf,
                         HostBuffer::allocate(size_t(batch_ * count) * 4));
   std::memcpy(tokBuf.data, tokens, size_t(batch_ * count) * 4);
@@ -120,6 +121,9 @@ Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
   std::vector<const CarriedTensor *> inputs(entry.inputs.size(), nullptr);
   inputs[0] = &tok;
   std::vector<bool> keep(entry.outputs.size(), false);
+  // States only the session holds (no snapshot, no saved copy of a chunked
+  // prefill) are donated: the executable may update them in place.
+  std::vector<bool> donated(entry.inputs.size(), false);
   const size_t npos = static_cast<size_t>(-1);
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot &slot = slots_[i];
@@ -138,6 +142,8 @@ Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
       continue;
     }
     inputs[in] = carried_[i].get();
+    donated[in] = slot.role == TensorRole::kState && carried_[i].use_count() == 1;
+    donatedAny = donatedAny || donated[in];
   }
   // cache_length: the rows of the caches as passed (all have the same).
   std::unique_ptr<HostCarriedTensor> lengths;
@@ -159,7 +165,8 @@ Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
   const size_t logitsOut = usePrefill ? prefillLogits_ : decodeLogits_;
   keep[logitsOut] = keepLogits;
   std::vector<CarriedRef> outs;
-  KIMI_RETURN_IF_ERROR(exe_->runCarried(entry.name, inputs, count, keep, outs));
+  KIMI_RETURN_IF_ERROR(
+      exe_->runCarried(entry.name, inputs, count, keep, donated, outs));
   const CarriedRef &l = outs[logitsOut];
   if (!l || (!keepLogits && !l->host()) || l->dtype() != DType::kF32 ||
       l->bytes() != static_cast<size_t>(batch_ * count * vocab_) * sizeof(float))
@@ -189,12 +196,15 @@ StatusOr<HostTensor> Session::lastRows(const CarriedTensor &logits,
 }
 
 StatusOr<CarriedRef> Session::step(bool usePrefill, const int32_t *tokens,
-                                   int64_t count, bool keepLogits) {
+                                   int64_t count, bool keepLogits,
+                                   bool &statesAdvanced) {
+  statesAdvanced = false;
   const EntrySpec &entry = usePrefill ? *prefill_ : *decode_;
   CarriedRef logits;
+  bool donated = false;
   KIMI_ASSIGN_OR_RETURN(
       std::vector<CarriedRef> outs,
-      call(entry, usePrefill, tokens, count, keepLogits, logits));
+      call(entry, usePrefill, tokens, count, keepLogits, logits, donated));
   // The new states and caches; the session changes only when all are made.
   std::vector<CarriedRef> next(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -205,8 +215,12 @@ StatusOr<CarriedRef> Session::step(bool usePrefill, const int32_t *tokens,
       continue;
     }
     StatusOr<CarriedRef> grown = exe_->appendRows(carried_[i], out, batch_);
-    if (!grown.isOk())
-      return grown.takeStatus().addContext("cache " + quoted(slots_[i].name));
+    if (!grown.isOk()) {
+      Status failed = grown.takeStatus().addContext("cache " + quoted(slots_[i].name));
+      // The donated states may already hold the next step.
+      statesAdvanced = donated;
+      return failed;
+    }
     next[i] = std::move(grown.value());
   }
   carried_ = std::move(next);
@@ -274,7 +288,8 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
       part.resize(size_t(batch_ * n));
       for (int64_t b = 0; b < batch_; ++b)
         std::memcpy(part.data() + b * n, tokens + b * t + done, size_t(n) * 4);
-      StatusOr<CarriedRef> stepped = step(chunk, part.data(), n, lastOnly);
+      bool advanced = false; // `saved` holds the old sequence: never donated
+      StatusOr<CarriedRef> stepped = step(chunk, part.data(), n, lastOnly, advanced);
       if (!stepped.isOk()) {
         restore();
         return stepped.status();
@@ -303,8 +318,10 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
     // One call from zero state: its states and caches [B, T, ...] are the
     // session's as they come.
     CarriedRef logits;
-    KIMI_ASSIGN_OR_RETURN(std::vector<CarriedRef> outs,
-                          call(*prefill_, true, tokens, t, lastOnly, logits));
+    bool donated = false; // nothing: prefill from zero state takes no state
+    KIMI_ASSIGN_OR_RETURN(
+        std::vector<CarriedRef> outs,
+        call(*prefill_, true, tokens, t, lastOnly, logits, donated));
     if (lastOnly) {
       KIMI_ASSIGN_OR_RETURN(logits_, lastRows(*logits, t));
     } else {
@@ -341,9 +358,26 @@ StatusOr<LogitsView> Session::decode(const int32_t *tokens, size_t count) {
     return invalidArgument("decode step at position " + std::to_string(length_) +
                            " exceeds max_position_embeddings " +
                            std::to_string(maxPositions_));
-  // step() changes states and caches only after the call succeeded.
+  // step() changes states and caches only after the call succeeded, except
+  // for states it donated when a cache append then fails (session.h).
   auto start = std::chrono::steady_clock::now();
-  KIMI_ASSIGN_OR_RETURN(CarriedRef rows, step(false, tokens, 1, false));
+  bool advanced = false;
+  StatusOr<CarriedRef> stepped = step(false, tokens, 1, false, advanced);
+  if (!stepped.isOk()) {
+    if (!advanced)
+      return stepped.status();
+    started_ = false;
+    length_ = 0;
+    carried_.assign(slots_.size(), nullptr);
+    logits_ = HostTensor();
+    logitsRows_ = 0;
+    restoredLogits_.clear();
+    updateMemory();
+    return stepped.takeStatus().addContext(
+        "the sequence is lost (its states were updated in place); prefill "
+        "again or restore a snapshot");
+  }
+  CarriedRef rows = std::move(stepped.value());
   const double seconds = secondsSince(start);
   logits_ = *rows->host();
   logitsRows_ = batch_;

@@ -10,7 +10,12 @@
 //    session's states and whole caches, replaces the states, appends the
 //    returned cache rows of every sequence, and returns logits [B, 1, V];
 //  * token ids outside [0, vocab) are rejected before any call;
-//  * a failed call leaves the session as it was.
+//  * a failed call leaves the session as it was. One exception: a decode
+//    step donates the states only the session holds (Executable::runCarried),
+//    and a GPU model updates them in place; when that step's cache append
+//    then fails (out of device memory), the sequence is lost, and the
+//    session says so and needs a prefill or a restored snapshot. A snapshot
+//    holds its states, so they are never donated while it lives.
 // States and caches are matched by name between the entries. They stay
 // where the executable keeps them (device memory for GPU models, see
 // carried_tensor.h); only tokens go in and logits come out. A snapshot
@@ -126,15 +131,20 @@ private:
   /// states and caches, replacing the states and appending each sequence's
   /// cache rows; returns the logits [B, count, V], on the host unless
   /// `keepLogits`.
+  /// `statesAdvanced`, on failure: the call succeeded with donated states,
+  /// which may hold the next step now, and a cache append failed.
   StatusOr<CarriedRef> step(bool usePrefill, const int32_t *tokens,
-                            int64_t count, bool keepLogits);
+                            int64_t count, bool keepLogits, bool &statesAdvanced);
   /// Calls `entry` on tokens [B, count] and the session's states and caches
   /// (where the entry takes them); states and cache rows come back where
   /// the executable keeps them, the logits (checked) on the host, or where
   /// the executable computes them when `keepLogits`.
+  /// `donatedAny`: some state was donated to the call (it may have been
+  /// updated in place).
   StatusOr<std::vector<CarriedRef>> call(const EntrySpec &entry, bool usePrefill,
                                          const int32_t *tokens, int64_t count,
-                                         bool keepLogits, CarriedRef &logits);
+                                         bool keepLogits, CarriedRef &logits,
+                                         bool &donatedAny);
   /// The last row of each sequence of `logits` [B, count, V]: [B, 1, V].
   StatusOr<HostTensor> lastRows(const CarriedTensor &logits,
                                 int64_t count) const;

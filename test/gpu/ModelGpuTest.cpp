@@ -407,19 +407,26 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   for (size_t r = 0; r < got.size() / V; ++r)
     worst = std::max(worst, relativeError(got, want, r * V, (r + 1) * V));
   const Executable::CallTimes t = graphed.value()->callTimes();
-  std::printf("[ graphs   ] %lld replays, %lld captures; worst row %.3g%s%s\n",
-              (long long)t.graphReplays, (long long)t.graphCaptures, worst,
+  std::printf("[ graphs   ] %lld replays (%lld with the states in place), "
+              "%lld captures; worst row %.3g%s%s\n",
+              (long long)t.graphReplays, (long long)t.statesInPlace,
+              (long long)t.graphCaptures, worst,
               graphed.value()->graphFailure().empty() ? "" : "; ",
               graphed.value()->graphFailure().c_str());
   EXPECT_TRUE(graphed.value()->graphFailure().empty())
       << graphed.value()->graphFailure();
   EXPECT_GE(t.graphCaptures, 5);
   EXPECT_GE(t.graphReplays, 30);
+  // The session donates its states (no snapshot holds them yet), so the
+  // replays update them in place instead of copying them through the host.
+  EXPECT_GE(t.statesInPlace, 30);
   EXPECT_EQ(direct.value()->callTimes().graphReplays, 0);
   EXPECT_LT(worst, 1e-5);
 
   // A snapshot taken between replays stays valid: its branch continued
-  // later equals the same tokens run directly.
+  // later equals the same tokens run directly. The snapshot holds the
+  // states the replays updated in place, so the next step must not donate
+  // them (else `again` would start from `more`'s end).
   auto snap = sg.value()->saveState();
   ASSERT_TRUE(snap.isOk());
   std::vector<float> more = run(*sg.value(), {}, {extra[0], extra[1], extra[2]});

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 using namespace kimi::rt;
@@ -416,4 +417,129 @@ TEST_F(ToySession, MissingWeightIsNamed) {
   ASSERT_FALSE(exe.isOk());
   EXPECT_NE(exe.status().message().find("weight 'model.embed.weight' not found"),
             std::string::npos);
+}
+
+namespace {
+/// The toy CPU executable behind an executable that updates donated states
+/// in place, as a GPU model's graph replays do: it writes each donated
+/// state's new value over the input's bytes and returns a tensor sharing
+/// them. It records what each call donated and can fail the next cache
+/// append (out of memory).
+class InPlaceExecutable final : public Executable {
+public:
+  explicit InPlaceExecutable(std::shared_ptr<Executable> inner)
+      : inner_(std::move(inner)) {}
+  const ArtifactSpec &artifact() const override { return inner_->artifact(); }
+  Status run(const std::string &entry,
+             const std::vector<const HostTensor *> &inputs, int64_t tokens,
+             std::vector<HostTensor> &outputs) const override {
+    return inner_->run(entry, inputs, tokens, outputs);
+  }
+  Status runCarried(const std::string &entry,
+                    const std::vector<const CarriedTensor *> &inputs,
+                    int64_t tokens, const std::vector<bool> &keep,
+                    const std::vector<bool> &donated,
+                    std::vector<CarriedRef> &outputs) const override {
+    KIMI_RETURN_IF_ERROR(
+        inner_->runCarried(entry, inputs, tokens, keep, donated, outputs));
+    const EntrySpec *e = artifact().findEntry(entry);
+    std::vector<bool> given(inputs.size(), false);
+    for (size_t i = 0; i < donated.size() && i < inputs.size(); ++i) {
+      if (!donated[i])
+        continue;
+      given[i] = true;
+      for (size_t o = 0; o < e->outputs.size(); ++o) {
+        if (e->outputs[o].name != e->inputs[i].name)
+          continue;
+        const HostTensor *in = inputs[i]->host();
+        std::memcpy(in->buffer.data, outputs[o]->host()->data(), in->bytes());
+        outputs[o] = std::make_shared<HostCarriedTensor>(*in);
+      }
+    }
+    calls.push_back(given);
+    return Status::ok();
+  }
+  StatusOr<CarriedRef> appendRows(const CarriedRef &cache, const CarriedRef &rows,
+                                  int64_t batch) const override {
+    if (failAppend) {
+      failAppend = false;
+      return executionError("out of memory appending cache rows");
+    }
+    return inner_->appendRows(cache, rows, batch);
+  }
+  int64_t weightBytes() const override { return inner_->weightBytes(); }
+  double weightLoadSeconds() const override { return inner_->weightLoadSeconds(); }
+  std::string deviceName() const override { return "in-place " + inner_->deviceName(); }
+
+  mutable std::vector<std::vector<bool>> calls; // donated, per call
+  mutable bool failAppend = false;
+
+private:
+  std::shared_ptr<Executable> inner_;
+};
+} // namespace
+
+TEST_F(ToySession, OnlyStatesTheSessionAloneHoldsAreDonated) {
+  auto inner = executable(artifact());
+  ASSERT_TRUE(inner.isOk());
+  auto exe = std::make_shared<InPlaceExecutable>(inner.value());
+  auto s = Session::create(exe);
+  ASSERT_TRUE(s.isOk());
+  Session &session = *s.value();
+  const EntrySpec *decode = exe->artifact().findEntry("decode");
+  ASSERT_TRUE(session.prefill(std::vector<int32_t>{3, 1, 4}).isOk());
+  exe->calls.clear(); // the prefill's call, from zero state
+  ASSERT_TRUE(session.decodeStep(1).isOk());
+  // The states are donated; tokens and caches never are.
+  ASSERT_EQ(exe->calls.size(), 1u);
+  for (size_t i = 0; i < decode->inputs.size(); ++i)
+    EXPECT_EQ(exe->calls[0][i], decode->inputs[i].role == TensorRole::kState)
+        << decode->inputs[i].name;
+
+  // A snapshot holds the states: the next step donates nothing, so the
+  // snapshot's continuation is still the reference one.
+  auto snap = session.saveState();
+  ASSERT_TRUE(snap.isOk());
+  ASSERT_TRUE(session.decodeStep(5).isOk());
+  for (bool d : exe->calls.back())
+    EXPECT_FALSE(d);
+  ASSERT_TRUE(session.decodeStep(9).isOk()); // the new states are its own
+  EXPECT_TRUE(exe->calls.back()[1]);
+  ASSERT_TRUE(session.restoreState(snap.value()).isOk());
+  auto branch = session.decodeStep(2);
+  ASSERT_TRUE(branch.isOk());
+  expectRow(branch->data, toy::referenceLogits({3, 1, 4, 1, 2}).back(),
+            "continued from the snapshot");
+
+  // A cache append that fails after donated states were updated in place
+  // loses the sequence, and says so; a snapshot brings it back.
+  auto snap2 = session.saveState();
+  ASSERT_TRUE(snap2.isOk());
+  ASSERT_TRUE(session.decodeStep(6).isOk()); // not donated (snap2), own states
+  exe->failAppend = true;
+  auto lost = session.decodeStep(5);
+  ASSERT_FALSE(lost.isOk());
+  EXPECT_TRUE(exe->calls.back()[1]);
+  EXPECT_NE(lost.status().message().find("the sequence is lost"), std::string::npos)
+      << lost.status().message();
+  EXPECT_NE(lost.status().message().find("out of memory"), std::string::npos);
+  EXPECT_FALSE(session.decodeStep(5).isOk()); // no sequence until restored
+  ASSERT_TRUE(session.restoreState(snap2.value()).isOk());
+  auto again = session.decodeStep(6);
+  ASSERT_TRUE(again.isOk());
+  expectRow(again->data, toy::referenceLogits({3, 1, 4, 1, 2, 6}).back(),
+            "restored after the lost step");
+
+  // Without donation (a snapshot holds the states) the same failure leaves
+  // the session as it was.
+  auto snap3 = session.saveState();
+  ASSERT_TRUE(snap3.isOk());
+  exe->failAppend = true;
+  ASSERT_FALSE(session.decodeStep(8).isOk());
+  EXPECT_FALSE(exe->calls.back()[1]);
+  EXPECT_EQ(session.length(), 6);
+  auto kept = session.decodeStep(8);
+  ASSERT_TRUE(kept.isOk());
+  expectRow(kept->data, toy::referenceLogits({3, 1, 4, 1, 2, 6, 8}).back(),
+            "after a failure without donation");
 }
