@@ -9,6 +9,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <algorithm>
@@ -122,6 +124,85 @@ FailureOr<SmallVector<Accumulator>> matchAccumulators(scf::ForOp loop) {
   return accs;
 }
 
+/// The buffer `v` is: itself, or what a view of it (subview, reshape, ...)
+/// looks into.
+Value viewedBuffer(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// Whether `op` or an op nested in it has an operand that views `buffer`.
+bool touches(Operation *op, Value buffer) {
+  WalkResult r = op->walk([&](Operation *nested) {
+    for (Value v : nested->getOperands())
+      if (viewedBuffer(v) == buffer)
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
+
+/// Whether `par` runs one iteration per element of `m` and `indices` (of
+/// an access of `m` in its body) are its induction variables: every
+/// dimension of `m` is one variable ranging over it from 0 by 1.
+bool onePerElement(scf::ParallelOp par, ValueRange indices, Value m) {
+  auto type = dyn_cast<MemRefType>(m.getType());
+  if (!type || !type.hasStaticShape() ||
+      indices.size() != par.getInductionVars().size() ||
+      indices.size() != size_t(type.getRank()))
+    return false;
+  llvm::SmallDenseSet<unsigned> used;
+  for (auto [d, index] : llvm::enumerate(indices)) {
+    auto arg = dyn_cast<BlockArgument>(index);
+    if (!arg || arg.getOwner() != par.getBody() ||
+        !used.insert(arg.getArgNumber()).second)
+      return false;
+    unsigned k = arg.getArgNumber();
+    std::optional<int64_t> lo = getConstantIntValue(par.getLowerBound()[k]),
+                           hi = getConstantIntValue(par.getUpperBound()[k]),
+                           st = getConstantIntValue(par.getStep()[k]);
+    if (lo != 0 || st != 1 || hi != type.getDimSize(d))
+      return false;
+  }
+  return true;
+}
+
+/// The fill that leaves accumulator `a`'s buffer at the identity of its
+/// combine right before `par` (which writes each element once): the
+/// nearest op before `par` that touches the buffer is an `scf.parallel`
+/// whose body is one store of that constant to each element. Null when
+/// there is none, the buffer is a view, or the value is another one.
+scf::ParallelOp identityFill(scf::ParallelOp par, Accumulator a) {
+  Value m = a.store.getMemRef();
+  if (viewedBuffer(m) != m || !m.getDefiningOp<memref::AllocOp>() ||
+      !onePerElement(par, a.store.getIndices(), m))
+    return nullptr;
+  for (Operation *op = par->getPrevNode(); op; op = op->getPrevNode()) {
+    if (!touches(op, m))
+      continue;
+    auto fill = dyn_cast<scf::ParallelOp>(op);
+    if (!fill || !fill.getInitVals().empty() ||
+        !llvm::hasSingleElement(fill.getBody()->without_terminator()))
+      return nullptr;
+    auto store = dyn_cast<memref::StoreOp>(&fill.getBody()->front());
+    FloatAttr value;
+    if (!store || store.getMemRef() != m ||
+        !matchPattern(store.getValue(), m_Constant(&value)) ||
+        !onePerElement(fill, store.getIndices(), m))
+      return nullptr;
+    OpBuilder b(op);
+    auto id = identity(b, op->getLoc(), a.combine, value.getType());
+    bool isIdentity =
+        cast<FloatAttr>(cast<arith::ConstantOp>(id.getDefiningOp()).getValue())
+            .getValue()
+            .bitwiseIsEqual(value.getValue());
+    id.getDefiningOp()->erase();
+    return isIdentity ? fill : nullptr;
+  }
+  return nullptr;
+}
+
 struct KimiGpuWarpReductions
     : kimi::impl::KimiGpuWarpReductionsBase<KimiGpuWarpReductions> {
   using Base::Base;
@@ -136,11 +217,13 @@ struct KimiGpuWarpReductions
           !loop->getParentOfType<gpu::LaunchOp>())
         loops.push_back(loop);
     });
+    DenseSet<Operation *> erased; // fills folded into their reduction
     for (scf::ParallelOp loop : loops)
-      (void)rewrite(loop);
+      if (!erased.contains(loop))
+        (void)rewrite(loop, erased);
   }
 
-  LogicalResult rewrite(scf::ParallelOp par) {
+  LogicalResult rewrite(scf::ParallelOp par, DenseSet<Operation *> &erased) {
     if (!par.getInitVals().empty())
       return failure();
     // The body: pure ops, then the reduction loop.
@@ -157,13 +240,34 @@ struct KimiGpuWarpReductions
     }
     if (!loop || !loop.getInitArgs().empty())
       return failure();
-    // A dynamic trip count is a sequence or cache length: long enough.
-    if (std::optional<APInt> trips = loop.getStaticTripCount();
-        trips && trips->getSExtValue() < minTripCount)
-      return failure();
     FailureOr<SmallVector<Accumulator>> accs = matchAccumulators(loop);
     if (failed(accs))
       return failure();
+    // Accumulators whose buffer a fill has just set to the identity: the
+    // reduction's result is stored without reading it, and the fill (one
+    // kernel launch) goes.
+    SmallVector<scf::ParallelOp> fills;
+    bool allFilled = true;
+    for (Accumulator &a : *accs) {
+      fills.push_back(identityFill(par, a));
+      allFilled &= bool(fills.back());
+    }
+    auto eraseFills = [&] {
+      for (scf::ParallelOp fill : fills)
+        if (fill && erased.insert(fill).second)
+          fill.erase();
+    };
+    // A dynamic trip count is a sequence or cache length: long enough.
+    if (std::optional<APInt> trips = loop.getStaticTripCount();
+        trips && trips->getSExtValue() < minTripCount) {
+      // Too short for a warp: with every buffer filled, the thread sums in
+      // registers instead.
+      if (!allFilled)
+        return failure();
+      accumulateInRegisters(loop, *accs);
+      eraseFills();
+      return success();
+    }
 
     Location loc = par.getLoc();
     OpBuilder b(par);
@@ -309,17 +413,54 @@ struct KimiGpuWarpReductions
                                         zero);
     auto ifFirst = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifFirst.thenBlock());
-    for (auto [a, r] : llvm::zip(*accs, results)) {
+    for (auto [a, r, fill] : llvm::zip(*accs, results, fills)) {
       SmallVector<Value> indices;
       for (Value i : a.store.getIndices())
         indices.push_back(map.lookupOrDefault(i));
       Value memref = map.lookupOrDefault(a.store.getMemRef());
-      Value old = memref::LoadOp::create(b, loc, memref, indices);
-      memref::StoreOp::create(b, loc, combineWith(b, loc, a.combine, old, r),
-                              memref, indices);
+      Value value = r;
+      if (!fill)
+        value = combineWith(
+            b, loc, a.combine, memref::LoadOp::create(b, loc, memref, indices), r);
+      memref::StoreOp::create(b, loc, value, memref, indices);
     }
     par.erase();
+    eraseFills();
     return success();
+  }
+
+  /// `loop`'s accumulators summed in registers from the identity (their
+  /// buffers hold it), each stored once after the loop.
+  void accumulateInRegisters(scf::ForOp loop, ArrayRef<Accumulator> accs) {
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    SmallVector<Value> inits;
+    for (Accumulator a : accs)
+      inits.push_back(identity(b, loc, a.combine, a.x.getType()));
+    DenseSet<Operation *> skip;
+    for (Accumulator a : accs)
+      for (Operation *op :
+           {a.load.getOperation(), a.combine, a.store.getOperation()})
+        skip.insert(op);
+    auto sums = scf::ForOp::create(
+        b, loc, loop.getLowerBound(), loop.getUpperBound(), loop.getStep(),
+        inits, [&](OpBuilder &nb, Location l, Value iv, ValueRange iter) {
+          IRMapping map;
+          map.map(loop.getInductionVar(), iv);
+          for (Operation &op : loop.getBody()->without_terminator())
+            if (!skip.contains(&op))
+              nb.clone(op, map);
+          SmallVector<Value> next;
+          for (auto [a, acc] : llvm::zip(accs, iter))
+            next.push_back(combineWith(nb, l, a.combine, acc,
+                                       map.lookupOrDefault(a.x)));
+          scf::YieldOp::create(nb, l, next);
+        });
+    for (auto [a, sum] : llvm::zip(accs, sums.getResults())) {
+      memref::StoreOp store = a.store;
+      memref::StoreOp::create(b, loc, sum, store.getMemRef(), store.getIndices());
+    }
+    loop.erase();
   }
 };
 } // namespace

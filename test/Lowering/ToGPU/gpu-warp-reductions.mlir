@@ -223,3 +223,147 @@ func.func @dynamic_outputs(%x: memref<1024xf32>, %w: memref<?x1024xf32>, %o: mem
   }
   return
 }
+
+// -----
+
+// A decode step's routed-expert product into a buffer that a fill has just
+// zeroed (linalg.fill before the reduction): lane 0 stores the warp's sum
+// without reading the buffer, and the fill, a kernel launch of its own, is
+// gone.
+// CHECK-LABEL: func.func @product_after_zero_fill
+// CHECK: memref.alloc
+// CHECK-NOT: scf.parallel (%{{[^,]*}}, %{{[^)]*}}) = {{.*}} to (%c1, %c96)
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}, %[[LANE:.*]]) =
+// CHECK: gpu.shuffle xor
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[LANE]]
+// CHECK: scf.if %[[FIRST]]
+// CHECK-NEXT: memref.store %{{.*}}, %[[O:.*]][%{{.*}}, %{{.*}}] : memref<1x96xf32>
+// CHECK-NEXT: }
+// CHECK: return %[[O]]
+func.func @product_after_zero_fill(%x: memref<1x1024xf32>, %w: memref<96x1024xf32>) -> memref<1x96xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c96 = arith.constant 96 : index
+  %c1024 = arith.constant 1024 : index
+  %zero = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x96xf32>
+  scf.parallel (%t, %n) = (%c0, %c0) to (%c1, %c96) step (%c1, %c1) {
+    memref.store %zero, %o[%t, %n] : memref<1x96xf32>
+    scf.reduce
+  }
+  scf.parallel (%t, %n) = (%c0, %c0) to (%c1, %c96) step (%c1, %c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%t, %k] : memref<1x1024xf32>
+      %b = memref.load %w[%n, %k] : memref<96x1024xf32>
+      %acc = memref.load %o[%t, %n] : memref<1x96xf32>
+      %m = arith.mulf %a, %b : f32
+      %s = arith.addf %acc, %m : f32
+      memref.store %s, %o[%t, %n] : memref<1x96xf32>
+    }
+    scf.reduce
+  }
+  return %o : memref<1x96xf32>
+}
+
+// -----
+
+// The weighted sum of a token's 8 experts: too short for a warp, but its
+// buffer was just zeroed, so each thread sums in registers, stores once, and
+// the fill goes.
+// CHECK-LABEL: func.func @short_sum_after_zero_fill
+// CHECK: %[[O:.*]] = memref.alloc() : memref<1x1024xf32>
+// CHECK-NEXT: scf.parallel (%[[T:.*]], %[[N:.*]]) =
+// CHECK: %[[SUM:.*]] = scf.for %{{.*}} = %c0 to %c8 step %c1 iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK-NOT: memref.load %[[O]]
+// CHECK: scf.yield
+// CHECK: memref.store %[[SUM]], %[[O]][%[[T]], %[[N]]]
+// CHECK-NOT: scf.parallel
+// CHECK: return %[[O]]
+func.func @short_sum_after_zero_fill(%g: memref<1x8xf32>, %y: memref<1x8x1024xf32>) -> memref<1x1024xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c1024 = arith.constant 1024 : index
+  %zero = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x1024xf32>
+  scf.parallel (%t, %n) = (%c0, %c0) to (%c1, %c1024) step (%c1, %c1) {
+    memref.store %zero, %o[%t, %n] : memref<1x1024xf32>
+    scf.reduce
+  }
+  scf.parallel (%t, %n) = (%c0, %c0) to (%c1, %c1024) step (%c1, %c1) {
+    scf.for %e = %c0 to %c8 step %c1 {
+      %a = memref.load %g[%t, %e] : memref<1x8xf32>
+      %b = memref.load %y[%t, %e, %n] : memref<1x8x1024xf32>
+      %acc = memref.load %o[%t, %n] : memref<1x1024xf32>
+      %m = arith.mulf %a, %b : f32
+      %s = arith.addf %acc, %m : f32
+      memref.store %s, %o[%t, %n] : memref<1x1024xf32>
+    }
+    scf.reduce
+  }
+  return %o : memref<1x1024xf32>
+}
+
+// -----
+
+// Fills that stay: a value that is not the sum's identity, a buffer read
+// between the fill and the reduction, and a fill of half the buffer. Lane 0
+// then adds to what the buffer holds.
+// CHECK-LABEL: func.func @fills_that_stay
+// CHECK-COUNT-3: memref.store %cst{{.*}} : memref<64xf32>
+// CHECK: arith.cmpi eq
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store
+// CHECK: return
+func.func @fills_that_stay(%x: memref<1024xf32>, %w: memref<64x1024xf32>, %seen: memref<f32>) -> (memref<64xf32>, memref<64xf32>, memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %c1024 = arith.constant 1024 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %o1 = memref.alloc() : memref<64xf32>
+  %o2 = memref.alloc() : memref<64xf32>
+  %o3 = memref.alloc() : memref<64xf32>
+  scf.parallel (%n) = (%c0) to (%c64) step (%c1) {
+    memref.store %one, %o1[%n] : memref<64xf32>
+    scf.reduce
+  }
+  scf.parallel (%n) = (%c0) to (%c64) step (%c1) {
+    memref.store %zero, %o2[%n] : memref<64xf32>
+    scf.reduce
+  }
+  %peek = memref.load %o2[%c1] : memref<64xf32>
+  memref.store %peek, %seen[] : memref<f32>
+  scf.parallel (%n) = (%c0) to (%c32) step (%c1) {
+    memref.store %zero, %o3[%n] : memref<64xf32>
+    scf.reduce
+  }
+  scf.parallel (%n) = (%c0) to (%c64) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %a = memref.load %x[%k] : memref<1024xf32>
+      %b = memref.load %w[%n, %k] : memref<64x1024xf32>
+      %m = arith.mulf %a, %b : f32
+      %acc1 = memref.load %o1[%n] : memref<64xf32>
+      %s1 = arith.addf %acc1, %m : f32
+      memref.store %s1, %o1[%n] : memref<64xf32>
+      %acc2 = memref.load %o2[%n] : memref<64xf32>
+      %s2 = arith.addf %acc2, %m : f32
+      memref.store %s2, %o2[%n] : memref<64xf32>
+      %acc3 = memref.load %o3[%n] : memref<64xf32>
+      %s3 = arith.addf %acc3, %m : f32
+      memref.store %s3, %o3[%n] : memref<64xf32>
+    }
+    scf.reduce
+  }
+  return %o1, %o2, %o3 : memref<64xf32>, memref<64xf32>, memref<64xf32>
+}
