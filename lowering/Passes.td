@@ -486,6 +486,17 @@ def KimiGpuShortConvKernels : Pass<"kimi-gpu-short-conv-kernels", "::mlir::Modul
     and v), against one each here. B and T are run-time arguments, so one
     kernel serves every chunk length; kernels are shared by equal
     specialisations.
+
+    A KDA layer L2-normalises the heads of its q and k convolutions
+    (`tensor.expand_shape` of the output to `[B, T, H, D]`, then
+    `kimi.l2_norm`). When that norm is the output's only use and a head is
+    one warp's 32 threads of four channels (`D = 128`, `C` a multiple of
+    it), the kernel normalises too: the warp's values are rounded to the
+    activation type (as the separate norm reads them), their squares
+    summed in the thread and by a `shuffle xor` butterfly, and each value
+    scaled by `rsqrt(sum + eps)`, the sums in the norm kernel's order. That
+    is one launch less per norm, two per KDA layer. Run it before
+    `kimi-gpu-norm-kernels`, which takes the other norms.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -316,12 +316,13 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
              "kimi-gpu-mla-kernels{decode-kernels=" +
              (options.mlaDecodeKernels ? "true" : "false") +
              " sm-count=" + std::to_string(options.smCount) + "}";
-  // AttnRes first: it fuses the norm of each mix, the norm pass takes the
+  // AttnRes and the short convolutions first: they fuse the norm of each
+  // mix and the L2 norms of the convolved heads; the norm pass takes the
   // rest.
   if (options.tokenwiseKernels)
     front += std::string(front.empty() ? "" : ",") +
              "kimi-gpu-attn-res-kernels,kimi-decompose-latent-moe,"
-             "kimi-gpu-norm-kernels,kimi-gpu-short-conv-kernels,"
+             "kimi-gpu-short-conv-kernels,kimi-gpu-norm-kernels,"
              "kimi-gpu-router-kernels";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,

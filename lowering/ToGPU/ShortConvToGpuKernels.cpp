@@ -16,6 +16,7 @@
 
 #include "dialects/Kimi/KimiOps.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -37,6 +38,10 @@ struct ShortConvSpec {
   int64_t channels = 0, taps = 0;
   Type act, weight;
   bool hasState = false, silu = false;
+  /// With a following kimi.l2_norm over groups of `normWidth` channels
+  /// (one warp's 32 threads of four), fused: 0 for none.
+  int64_t normWidth = 0;
+  double normEps = 0;
 
   /// Channels per thread: one 16-byte vector of f32 when they divide.
   int64_t width() const { return channels % 4 == 0 ? 4 : 1; }
@@ -44,7 +49,7 @@ struct ShortConvSpec {
     std::string s;
     llvm::raw_string_ostream os(s);
     os << channels << "x" << taps << " " << act << " " << weight << " "
-       << hasState << silu;
+       << hasState << silu << " " << normWidth << " " << normEps;
     return s;
   }
 };
@@ -139,6 +144,22 @@ mlir::gpu::GPUFuncOp emitShortConvKernel(OpBuilder &b, Location loc,
       for (Value &y : acc)
         y = e.fmul(y, e.fdiv(e.f32(1.0),
                              e.fadd(e.f32(1.0), e.exp(e.fneg(y)))));
+    if (s.normWidth) {
+      // The fused L2 norm: the warp's 32 threads hold one group (all take
+      // this branch: a warp is one row), and the values are rounded to x's
+      // type first, as the unfused norm reads them. Sums as the norm
+      // kernel takes them: in the thread, then the butterfly.
+      Value ss = e.f32(0.0);
+      for (Value &y : acc) {
+        y = e.toF32(e.fromF32(y, s.act));
+        ss = e.fadd(ss, e.fmul(y, y));
+      }
+      for (int32_t off = 16; off >= 1; off /= 2)
+        ss = e.fadd(ss, e.shuffleXor(ss, off));
+      Value rs = math::RsqrtOp::create(b, loc, e.fadd(ss, e.f32(s.normEps)));
+      for (Value &y : acc)
+        y = e.fmul(y, rs);
+    }
     storeVec(acc, out, e.add(e.mul(e.add(e.mul(bi, T), r), e.idx(C)), c0));
     // final[b, q] = xpad[T + q] for q < K - 1: the threads r = T + q.
     b.setInsertionPointToStart(&isOutput.getElseRegion().front());
@@ -174,6 +195,31 @@ struct KimiGpuShortConvKernels
     spec.hasState = bool(op.getState());
     spec.silu = op.getSilu();
     auto isFloat = [](Type t) { return t.isF32() || t.isBF16() || t.isF16(); };
+    // An L2 norm of the output's heads (`expand_shape` to [B, T, H, D],
+    // then kimi.l2_norm, the output's only use), whose heads are one warp's
+    // 32 threads of four channels, runs in the kernel.
+    tensor::ExpandShapeOp heads;
+    L2NormOp norm;
+    if (op.getOut().hasOneUse())
+      heads = dyn_cast<tensor::ExpandShapeOp>(*op.getOut().getUsers().begin());
+    if (heads && heads.getResult().hasOneUse())
+      norm = dyn_cast<L2NormOp>(*heads.getResult().getUsers().begin());
+    if (norm) {
+      RankedTensorType headsType = heads.getResultType();
+      int64_t D = headsType.getRank() == 4 ? headsType.getDimSize(3) : 0;
+      SmallVector<ReassociationIndices> groups = heads.getReassociationIndices();
+      bool fits = D > 0 && !ShapedType::isDynamic(spec.channels) &&
+                  spec.channels % 4 == 0 && D == 32 * spec.width() &&
+                  spec.channels % D == 0 && groups.size() == 3 &&
+                  groups[2] == ReassociationIndices{2, 3} &&
+                  norm.getResult().getType() == headsType;
+      if (fits) {
+        spec.normWidth = D;
+        spec.normEps = norm.getEps().convertToDouble();
+      } else {
+        norm = nullptr;
+      }
+    }
     std::string why;
     if (ShapedType::isDynamic(spec.channels) || ShapedType::isDynamic(spec.taps))
       why = "channels and taps must be static";
@@ -225,6 +271,11 @@ struct KimiGpuShortConvKernels
                                     Value(), args);
     op.getOut().replaceAllUsesWith(kimi::gpu::tensorOfFlatBuffer(
         b, loc, out, op.getOut().getType(), sizes));
+    if (norm) {
+      // The heads of `out` are normalised already.
+      norm.getResult().replaceAllUsesWith(heads.getResult());
+      norm.erase();
+    }
     op.getFinalState().replaceAllUsesWith(
         kimi::gpu::tensorOfFlatBuffer(b, loc, finalState, stateType, stateSizes));
     op.erase();

@@ -44,3 +44,48 @@ func.func @prompt(%x: tensor<2x?x3xf32>, %w: tensor<3x1x4xf32>, %y: tensor<2x?x4
   %o2, %f2 = kimi.short_conv silu %y, %w2 : tensor<2x?x4xf32>, tensor<4x1x4xf32> -> tensor<2x?x4xf32>, tensor<2x3x4xf32>
   return %o, %f, %o2 : tensor<2x?x3xf32>, tensor<2x3x3xf32>, tensor<2x?x4xf32>
 }
+
+// -----
+
+// A KDA layer's q convolution, bf16, whose 128-wide heads are L2-normalised
+// next: the norm runs in the convolution's kernel (the warp of a head
+// rounds its values to bf16, sums their squares by a butterfly and scales
+// by rsqrt(sum + eps)), and kimi.l2_norm is gone.
+// CHECK-LABEL: func.func @conv_then_head_norm
+// CHECK-NOT: kimi.l2_norm
+// CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_0
+// CHECK-NOT: kimi.l2_norm
+// CHECK: %[[HEADS:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] output_shape [1, 1, 2, 128]
+// CHECK: return %[[HEADS]]
+// CHECK: gpu.func @short_conv_0
+// CHECK: math.exp
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: arith.extf
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: math.rsqrt
+// CHECK: vector.store
+func.func @conv_then_head_norm(%x: tensor<1x1x256xbf16>, %w: tensor<256x1x4xf32>, %s: tensor<1x3x256xf32>) -> (tensor<1x1x2x128xbf16>, tensor<1x3x256xf32>) {
+  %o, %f = kimi.short_conv silu %x, %w state %s : tensor<1x1x256xbf16>, tensor<256x1x4xf32>, tensor<1x3x256xf32> -> tensor<1x1x256xbf16>, tensor<1x3x256xf32>
+  %h = tensor.expand_shape %o [[0], [1], [2, 3]] output_shape [1, 1, 2, 128] : tensor<1x1x256xbf16> into tensor<1x1x2x128xbf16>
+  %n = kimi.l2_norm %h eps(1.0e-6) : tensor<1x1x2x128xbf16> -> tensor<1x1x2x128xbf16>
+  return %n, %f : tensor<1x1x2x128xbf16>, tensor<1x3x256xf32>
+}
+
+// -----
+
+// Norms that stay for kimi-gpu-norm-kernels: heads of 64 (half a warp), and
+// an output with another use besides the norm.
+// CHECK-LABEL: func.func @norms_that_stay
+// CHECK-COUNT-2: kimi.l2_norm
+// CHECK: gpu.module @kimi_short_conv
+// CHECK-NOT: math.rsqrt
+// CHECK: return
+func.func @norms_that_stay(%x: tensor<1x1x256xf32>, %w: tensor<256x1x4xf32>) -> (tensor<1x1x4x64xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>) {
+  %o, %f = kimi.short_conv %x, %w : tensor<1x1x256xf32>, tensor<256x1x4xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %h = tensor.expand_shape %o [[0], [1], [2, 3]] output_shape [1, 1, 4, 64] : tensor<1x1x256xf32> into tensor<1x1x4x64xf32>
+  %n = kimi.l2_norm %h eps(1.0e-6) : tensor<1x1x4x64xf32> -> tensor<1x1x4x64xf32>
+  %o2, %f2 = kimi.short_conv %x, %w : tensor<1x1x256xf32>, tensor<256x1x4xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %h2 = tensor.expand_shape %o2 [[0], [1], [2, 3]] output_shape [1, 1, 2, 128] : tensor<1x1x256xf32> into tensor<1x1x2x128xf32>
+  %n2 = kimi.l2_norm %h2 eps(1.0e-6) : tensor<1x1x2x128xf32> -> tensor<1x1x2x128xf32>
+  return %n, %n2, %o2 : tensor<1x1x4x64xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>
+}
