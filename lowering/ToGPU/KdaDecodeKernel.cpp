@@ -1,11 +1,14 @@
-//===- KdaDecodeKernel.cpp - one KDA token per sequence, state in place ----===//
+//===- KdaDecodeKernel.cpp - one KDA token per sequence --------------------===//
 //
 // Decode is memory bound: each (sequence, head) reads and writes its f32
 // state (dk x dv) once and everything else is tiny. One block of four warps
 // per (sequence, head); warp w owns state rows [w dk/4, (w+1) dk/4), lane l
 // owns dv/32 consecutive columns, so every state row is one coalesced
 // 16-byte-per-lane access and all of a thread's rows are loaded before the
-// first use (dk/4 independent loads in flight). Per column c:
+// first use (dk/4 independent loads in flight). The state is read from
+// one buffer and the new one written to another: every thread loads its
+// rows before any thread stores (the first reduction's barrier is between),
+// so the two may also be one buffer. Per column c:
 //
 //   Sd     = Diag(exp(g)) S
 //   u_c    = beta (v_c - sum_i k_i Sd_ic)      (partial sums per warp,
@@ -67,7 +70,7 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
       flatMemRef(s.actType, BH * DK), flatMemRef(s.actType, BH * DK),
       flatMemRef(s.actType, BH * DV), flatMemRef(s.gateType, BH * DK),
       flatMemRef(s.actType, BH),      flatMemRef(s.stateType, BH * DK * DV),
-      flatMemRef(s.actType, BH * DV)};
+      flatMemRef(s.stateType, BH * DK * DV), flatMemRef(s.actType, BH * DV)};
   const bool fused = s.gate.form != KdaGateFusion::Form::None;
   if (fused) {
     args.push_back(flatMemRef(f32, s.heads));
@@ -79,7 +82,8 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   Block &body = k.func.getBody().front();
   Value q = body.getArgument(0), kk = body.getArgument(1), v = body.getArgument(2);
   Value g = body.getArgument(3), beta = body.getArgument(4);
-  Value state = body.getArgument(5), o = body.getArgument(6);
+  Value state = body.getArgument(5), finalState = body.getArgument(6);
+  Value o = body.getArgument(7);
 
   Value kS = e.sharedBuffer(module, "kda_decode_k", DK, f32);
   Value aS = e.sharedBuffer(module, "kda_decode_a", DK, f32);
@@ -100,8 +104,8 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
     Value gv = e.toF32(e.load(g, at));
     if (fused) {
       Value h = e.remu(bh, e.idx(s.heads));
-      gv = emitGate(e, s.gate, gv, e.exp(e.load(body.getArgument(7), h)),
-                    e.load(body.getArgument(8), e.add(e.mul(h, DK), i)));
+      gv = emitGate(e, s.gate, gv, e.exp(e.load(body.getArgument(8), h)),
+                    e.load(body.getArgument(9), e.add(e.mul(h, DK), i)));
     }
     e.store(e.exp(gv), aS, i);
     e.store(e.toF32(e.load(q, at)), qS, i);
@@ -155,7 +159,8 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
     Value stored = sn;
     if (!s.stateType.isF32())
       stored = arith::TruncFOp::create(b, loc, VectorType::get({cpl}, s.stateType), sn);
-    vector::StoreOp::create(b, loc, stored, state, ValueRange{at}, false, stateAlign);
+    vector::StoreOp::create(b, loc, stored, finalState, ValueRange{at}, false,
+                            stateAlign);
     opart = e.fadd(opart, e.fmul(sn, splat(e.load(qS, rowIdx[r]))));
   }
   e.barrier(); // every warp has read `red` before it is reused

@@ -155,7 +155,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
       return op.emitOpError("cannot run on the GPU: ") << why, failure();
     if (!op.getInitialState())
       return op.emitOpError("a one-token (decode) kimi.kda needs "
-                            "'initial_state' on the GPU (it is updated in place)"),
+                            "'initial_state' on the GPU"),
              failure();
     emitKdaDecodeKernel(b, loc, module, s);
     uint32_t iq = pb.add("q", K::kInput, act, asVec(q.getShape()));
@@ -163,14 +163,15 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
     uint32_t iv = pb.add("v", K::kInput, act, asVec(v.getShape()));
     uint32_t ig = pb.add(gName, K::kInput, gate, asVec(g.getShape()));
     uint32_t ib = pb.add("beta", K::kInput, act, {B, T, H});
-    uint32_t is = pb.add("state", K::kInOut, stateElt, {B, H, DK, DV});
+    uint32_t is = pb.add("initial_state", K::kInput, stateElt, {B, H, DK, DV});
     uint32_t io = pb.add("out", K::kOutput, act, asVec(v.getShape()));
-    std::vector<uint32_t> args = {iq, ik, iv, ig, ib, is, io};
+    uint32_t ifs = pb.add("final_state", K::kOutput, stateElt, {B, H, DK, DV});
+    std::vector<uint32_t> args = {iq, ik, iv, ig, ib, is, ifs, io};
     for (uint32_t extra : addGateBuffers(pb))
       args.push_back(extra);
     pb.launch("kda_decode", {B * H, 1, 1}, 128, args);
     pb.plan.summary = "decode: " + std::to_string(B * H) +
-                      " blocks of 128 threads, state in place";
+                      " blocks of 128 threads";
     return std::move(pb.plan);
   }
 

@@ -115,14 +115,16 @@ struct KdaDecodeShape {
   mlir::Type actType, gateType;
   double scale = 1.0;
   KdaGateFusion gate;
-  mlir::Type stateType; // f32, bf16 or f16 storage of the in-place state
+  mlir::Type stateType; // f32, bf16 or f16 storage of the state
 };
 llvm::LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &shape,
                                          std::string &why);
 
-/// `kda_decode`: grid (B * H), block 128. One token per sequence, the f32
-/// state [B, H, dk, dv] updated in place. Args: q, k, v, g, beta, state, o
-/// [, a_log, dt_bias when the gate is fused; g is then z].
+/// `kda_decode`: grid (B * H), block 128. One token per sequence: the state
+/// [B, H, dk, dv] read from `state` and the next one written to
+/// `final_state` (which may be the same buffer). Args: q, k, v, g, beta,
+/// state, final_state, o [, a_log, dt_bias when the gate is fused; g is
+/// then z].
 mlir::gpu::GPUFuncOp emitKdaDecodeKernel(mlir::OpBuilder &b, mlir::Location loc,
                                          mlir::gpu::GPUModuleOp module,
                                          const KdaDecodeShape &shape);

@@ -156,15 +156,10 @@ struct KimiGpuKdaKernels
         buffer = bufferization::ToBufferOp::create(b, loc, type, offsets, true);
         break;
       }
-      case rt::BufferKind::kInOut: {
-        // The decode state is updated in place: in a copy, since the input
-        // state belongs to the caller.
-        buffer = memref::AllocOp::create(b, loc, type);
-        Value in = kimi::gpu::flatInputBuffer(b, loc, tensorFor(spec.name));
-        memref::CopyOp::create(b, loc, in, buffer);
-        stateBuffer = buffer;
-        break;
-      }
+      case rt::BufferKind::kInOut:
+        // The caller's tensors are read-only; the plans write new buffers.
+        return op.emitOpError("GPU KDA plan buffer '")
+               << spec.name << "' is updated in place";
       case rt::BufferKind::kOutput:
       case rt::BufferKind::kTemporary:
         buffer = memref::AllocOp::create(b, loc, type);

@@ -88,12 +88,9 @@ void reference(const KdaCase &c, std::map<std::string, bench::HostTensor> &in,
     for (int64_t b = 0; b <= B; ++b)
       starts.push_back(b * T);
   const int64_t N = static_cast<int64_t>(starts.size()) - 1;
-  const bool decode = in.count("state") != 0;
   const std::vector<double> *init = nullptr;
   if (in.count("initial_state"))
     init = &in.at("initial_state").values;
-  if (decode)
-    init = &in.at("state").values;
   o.assign(static_cast<size_t>(B * T * H * DV), 0.0);
   states.assign(static_cast<size_t>(N * H * DK * DV), 0.0);
   const auto &q = in.at("q").values, &k = in.at("k").values, &v = in.at("v").values;
@@ -212,7 +209,7 @@ TEST_P(KdaGpu, MatchesFloat64Reference) {
     return bench::decodeValues(b.dtype, bytes);
   };
   std::vector<double> gotO = fetch("out");
-  std::vector<double> gotS = fetch(inputs.count("state") ? "state" : "final_state");
+  std::vector<double> gotS = fetch("final_state");
   for (double x : gotO)
     ASSERT_TRUE(std::isfinite(x)) << "an output element was not written (or is not finite)";
   for (double x : gotS)
