@@ -497,6 +497,15 @@ def KimiGpuShortConvKernels : Pass<"kimi-gpu-short-conv-kernels", "::mlir::Modul
     scaled by `rsqrt(sum + eps)`, the sums in the norm kernel's order. That
     is one launch less per norm, two per KDA layer. Run it before
     `kimi-gpu-norm-kernels`, which takes the other norms.
+
+    Convolutions of one block with the same specialisation and static
+    shapes share one launch (at most four): a KDA layer's q, k and v, whose
+    k and v projections come after the q convolution in the IR. The pure
+    ops that compute a later convolution's operands move before the first
+    one (a convolution that reads another's output stays apart), and block
+    row `y` of the grid runs convolution `y`, each with its own buffers and
+    fused norm. A KDA layer's decode step then has one convolution launch
+    instead of three (plus two norms).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

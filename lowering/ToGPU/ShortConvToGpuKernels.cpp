@@ -33,15 +33,14 @@ using namespace kimi;
 namespace {
 
 constexpr int64_t kThreads = 256;
+/// Convolutions of one launch at most (a KDA layer has three).
+constexpr size_t kMaxMembers = 4;
 
+/// What the convolutions of one launch share.
 struct ShortConvSpec {
   int64_t channels = 0, taps = 0;
   Type act, weight;
   bool hasState = false, silu = false;
-  /// With a following kimi.l2_norm over groups of `normWidth` channels
-  /// (one warp's 32 threads of four), fused: 0 for none.
-  int64_t normWidth = 0;
-  double normEps = 0;
 
   /// Channels per thread: one 16-byte vector of f32 when they divide.
   int64_t width() const { return channels % 4 == 0 ? 4 : 1; }
@@ -49,34 +48,34 @@ struct ShortConvSpec {
     std::string s;
     llvm::raw_string_ostream os(s);
     os << channels << "x" << taps << " " << act << " " << weight << " "
-       << hasState << silu << " " << normWidth << " " << normEps;
+       << hasState << silu;
     return s;
   }
 };
 
-/// gpu.func @name(x, weight, [state], out, final_state, B, T): grid
-/// ceil(B (T + K - 1) C / (width 256)), 256 threads.
-mlir::gpu::GPUFuncOp emitShortConvKernel(OpBuilder &b, Location loc,
-                                         mlir::gpu::GPUModuleOp module,
-                                         StringRef name, const ShortConvSpec &s) {
-  using kimi::gpu::KernelEmitter;
-  const int64_t C = s.channels, K = s.taps, vw = s.width(), CV = C / vw;
-  Type f32 = b.getF32Type(), index = b.getIndexType();
-  auto dyn = [&](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
-  SmallVector<Type> args = {dyn(s.act), kimi::gpu::flatMemRef(s.weight, C * K)};
-  if (s.hasState)
-    args.push_back(dyn(f32));
-  args.append({dyn(s.act), dyn(f32), index, index});
-  kimi::gpu::GPUFuncOpAndEmitter k(b, loc, module, name, args,
-                                   {static_cast<int32_t>(kThreads), 1, 1});
-  KernelEmitter &e = k.e;
-  Block &body = k.func.getBody().front();
-  unsigned a = 0;
-  Value x = body.getArgument(a++), w = body.getArgument(a++);
-  Value state = s.hasState ? body.getArgument(a++) : Value();
-  Value out = body.getArgument(a++), finalState = body.getArgument(a++);
-  Value B = body.getArgument(a++), T = body.getArgument(a++);
+/// A following kimi.l2_norm over groups of `width` channels (one warp's 32
+/// threads of four) fused into a convolution: width 0 for none.
+struct FusedNorm {
+  int64_t width = 0;
+  double eps = 0;
+};
 
+/// The kernel key of `spec` with one fused norm per member.
+std::string kernelKey(const ShortConvSpec &spec, ArrayRef<FusedNorm> norms) {
+  std::string s = spec.key();
+  llvm::raw_string_ostream os(s);
+  for (const FusedNorm &n : norms)
+    os << " [" << n.width << " " << n.eps << "]";
+  return s;
+}
+
+/// One thread's work on one convolution (the kernel's body for the member
+/// whose buffers these are).
+void emitConvolution(kimi::gpu::KernelEmitter &e, OpBuilder &b, Location loc,
+                     const ShortConvSpec &s, FusedNorm norm, Value x, Value w,
+                     Value state, Value out, Value finalState, Value B, Value T) {
+  const int64_t C = s.channels, K = s.taps, vw = s.width(), CV = C / vw;
+  OpBuilder::InsertionGuard guard(b);
   Value rows = e.add(T, e.idx(K - 1)); // of the extended sequence
   Value total = e.mul(e.mul(B, rows), e.idx(CV));
   Value i = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kThreads)),
@@ -144,7 +143,7 @@ mlir::gpu::GPUFuncOp emitShortConvKernel(OpBuilder &b, Location loc,
       for (Value &y : acc)
         y = e.fmul(y, e.fdiv(e.f32(1.0),
                              e.fadd(e.f32(1.0), e.exp(e.fneg(y)))));
-    if (s.normWidth) {
+    if (norm.width) {
       // The fused L2 norm: the warp's 32 threads hold one group (all take
       // this branch: a warp is one row), and the values are rounded to x's
       // type first, as the unfused norm reads them. Sums as the norm
@@ -156,7 +155,7 @@ mlir::gpu::GPUFuncOp emitShortConvKernel(OpBuilder &b, Location loc,
       }
       for (int32_t off = 16; off >= 1; off /= 2)
         ss = e.fadd(ss, e.shuffleXor(ss, off));
-      Value rs = math::RsqrtOp::create(b, loc, e.fadd(ss, e.f32(s.normEps)));
+      Value rs = math::RsqrtOp::create(b, loc, e.fadd(ss, e.f32(norm.eps)));
       for (Value &y : acc)
         y = e.fmul(y, rs);
     }
@@ -167,7 +166,80 @@ mlir::gpu::GPUFuncOp emitShortConvKernel(OpBuilder &b, Location loc,
     storeVec(xpad(r), finalState,
              e.add(e.mul(e.add(e.mul(bi, e.idx(K - 1)), q), e.idx(C)), c0));
   }
+}
+
+/// gpu.func @name(for each member: x, weight, [state], out, final_state;
+/// then B, T): grid (ceil(B (T + K - 1) C / (width 256)), members), 256
+/// threads; block row y runs member y.
+mlir::gpu::GPUFuncOp emitShortConvKernel(OpBuilder &b, Location loc,
+                                         mlir::gpu::GPUModuleOp module,
+                                         StringRef name, const ShortConvSpec &s,
+                                         ArrayRef<FusedNorm> norms) {
+  const int64_t C = s.channels, K = s.taps;
+  Type f32 = b.getF32Type(), index = b.getIndexType();
+  auto dyn = [&](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
+  SmallVector<Type> args;
+  for (size_t m = 0; m < norms.size(); ++m) {
+    args.append({dyn(s.act), kimi::gpu::flatMemRef(s.weight, C * K)});
+    if (s.hasState)
+      args.push_back(dyn(f32));
+    args.append({dyn(s.act), dyn(f32)});
+  }
+  args.append({index, index});
+  kimi::gpu::GPUFuncOpAndEmitter k(b, loc, module, name, args,
+                                   {static_cast<int32_t>(kThreads), 1, 1});
+  Block &body = k.func.getBody().front();
+  Value B = body.getArgument(body.getNumArguments() - 2);
+  Value T = body.getArgument(body.getNumArguments() - 1);
+  Value member = k.e.blockId(mlir::gpu::Dimension::y);
+  unsigned a = 0;
+  for (auto [m, norm] : llvm::enumerate(norms)) {
+    Value x = body.getArgument(a++), w = body.getArgument(a++);
+    Value state = s.hasState ? body.getArgument(a++) : Value();
+    Value out = body.getArgument(a++), finalState = body.getArgument(a++);
+    OpBuilder::InsertionGuard guard(b);
+    if (norms.size() > 1) {
+      auto mine = scf::IfOp::create(b, loc, k.e.eq(member, k.e.idx(m)), false);
+      b.setInsertionPointToStart(&mine.getThenRegion().front());
+    }
+    emitConvolution(k.e, b, loc, s, norm, x, w, state, out, finalState, B, T);
+  }
   return k.func;
+}
+
+/// One convolution of a launch.
+struct Member {
+  // Op handles are values; their accessors are not const.
+  mutable ShortConvOp op;
+  ShortConvSpec spec;
+  /// The fused norm (width 0: none) and the ops it replaces.
+  FusedNorm norm;
+  mutable tensor::ExpandShapeOp heads;
+  mutable L2NormOp l2;
+};
+
+/// The ops of `block` after `first` that `op`'s operands are computed by
+/// (in block order), when they may all move before `first`: no memory
+/// effects, no regions, none a member of the launch. Failure otherwise.
+FailureOr<SmallVector<Operation *>>
+hoistableOperands(Operation *first, Operation *op,
+                  const DenseSet<Operation *> &members) {
+  SetVector<Operation *> slice;
+  SmallVector<Value> work(op->getOperands());
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || def->getBlock() != first->getBlock() ||
+        def->isBeforeInBlock(first) || slice.contains(def))
+      continue;
+    if (def == first || members.contains(def) || !isPure(def) ||
+        def->getNumRegions() != 0)
+      return failure();
+    slice.insert(def);
+    work.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<Operation *> ops(slice.begin(), slice.end());
+  llvm::sort(ops, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  return ops;
 }
 
 struct KimiGpuShortConvKernels
@@ -178,16 +250,33 @@ struct KimiGpuShortConvKernels
     ModuleOp module = getOperation();
     SmallVector<ShortConvOp> ops;
     module.walk([&](ShortConvOp op) { ops.push_back(op); });
+    // Convolutions of one block with the same specialisation and shapes
+    // (a KDA layer's q, k and v) share a launch when the later ones'
+    // operands can be computed before the first: one launch instead of
+    // three per layer.
+    SmallVector<SmallVector<Member>> launches;
+    for (ShortConvOp op : ops) {
+      std::optional<Member> m = analyse(op);
+      if (!m)
+        continue;
+      if (!launches.empty() && joins(launches.back(), *m))
+        launches.back().push_back(*m);
+      else
+        launches.push_back({*m});
+    }
     kimi::gpu::GeneratedKernels kernels(module, "kimi_short_conv");
-    for (ShortConvOp op : ops)
-      rewrite(kernels, op);
+    for (ArrayRef<Member> launch : launches)
+      rewrite(kernels, launch);
   }
 
-  void rewrite(kimi::gpu::GeneratedKernels &kernels, ShortConvOp op) {
-    Location loc = op.getLoc();
+  /// The convolution's kernel specialisation, or nothing (with a remark)
+  /// when the kernel cannot run it.
+  std::optional<Member> analyse(ShortConvOp op) {
     auto xType = cast<RankedTensorType>(op.getX().getType());
     auto wType = cast<RankedTensorType>(op.getWeight().getType());
-    ShortConvSpec spec;
+    Member m;
+    m.op = op;
+    ShortConvSpec &spec = m.spec;
     spec.channels = xType.getDimSize(2);
     spec.taps = wType.getDimSize(2);
     spec.act = xType.getElementType();
@@ -195,31 +284,6 @@ struct KimiGpuShortConvKernels
     spec.hasState = bool(op.getState());
     spec.silu = op.getSilu();
     auto isFloat = [](Type t) { return t.isF32() || t.isBF16() || t.isF16(); };
-    // An L2 norm of the output's heads (`expand_shape` to [B, T, H, D],
-    // then kimi.l2_norm, the output's only use), whose heads are one warp's
-    // 32 threads of four channels, runs in the kernel.
-    tensor::ExpandShapeOp heads;
-    L2NormOp norm;
-    if (op.getOut().hasOneUse())
-      heads = dyn_cast<tensor::ExpandShapeOp>(*op.getOut().getUsers().begin());
-    if (heads && heads.getResult().hasOneUse())
-      norm = dyn_cast<L2NormOp>(*heads.getResult().getUsers().begin());
-    if (norm) {
-      RankedTensorType headsType = heads.getResultType();
-      int64_t D = headsType.getRank() == 4 ? headsType.getDimSize(3) : 0;
-      SmallVector<ReassociationIndices> groups = heads.getReassociationIndices();
-      bool fits = D > 0 && !ShapedType::isDynamic(spec.channels) &&
-                  spec.channels % 4 == 0 && D == 32 * spec.width() &&
-                  spec.channels % D == 0 && groups.size() == 3 &&
-                  groups[2] == ReassociationIndices{2, 3} &&
-                  norm.getResult().getType() == headsType;
-      if (fits) {
-        spec.normWidth = D;
-        spec.normEps = norm.getEps().convertToDouble();
-      } else {
-        norm = nullptr;
-      }
-    }
     std::string why;
     if (ShapedType::isDynamic(spec.channels) || ShapedType::isDynamic(spec.taps))
       why = "channels and taps must be static";
@@ -232,53 +296,127 @@ struct KimiGpuShortConvKernels
       op.emitRemark() << "kept for kimi-lower-to-linalg (no GPU short-conv "
                          "kernel): "
                       << why;
-      return;
+      return std::nullopt;
     }
-    std::string name = "short_conv_" + std::to_string(kernels.size());
-    auto fn = kernels.get(spec.key(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
-      return emitShortConvKernel(mb, loc, m, name, spec);
-    });
+    // An L2 norm of the output's heads (`expand_shape` to [B, T, H, D],
+    // then kimi.l2_norm, the output's only use), whose heads are one warp's
+    // 32 threads of four channels, runs in the kernel.
+    if (op.getOut().hasOneUse())
+      m.heads = dyn_cast<tensor::ExpandShapeOp>(*op.getOut().getUsers().begin());
+    if (m.heads && m.heads.getResult().hasOneUse())
+      m.l2 = dyn_cast<L2NormOp>(*m.heads.getResult().getUsers().begin());
+    if (m.l2) {
+      RankedTensorType headsType = m.heads.getResultType();
+      int64_t D = headsType.getRank() == 4 ? headsType.getDimSize(3) : 0;
+      SmallVector<ReassociationIndices> groups = m.heads.getReassociationIndices();
+      bool fits = D > 0 && spec.channels % 4 == 0 && D == 32 * spec.width() &&
+                  spec.channels % D == 0 && groups.size() == 3 &&
+                  groups[2] == ReassociationIndices{2, 3} &&
+                  m.l2.getResult().getType() == headsType;
+      if (fits)
+        m.norm = {D, m.l2.getEps().convertToDouble()};
+      else
+        m.l2 = nullptr;
+    }
+    return m;
+  }
 
-    OpBuilder b(op);
-    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, op.getX());
+  /// Whether `m` can share `launch`'s kernel launch.
+  bool joins(ArrayRef<Member> launch, const Member &m) {
+    const Member &first = launch.front();
+    auto xType = cast<RankedTensorType>(m.op.getX().getType());
+    if (launch.size() >= kMaxMembers ||
+        m.op->getBlock() != first.op->getBlock() ||
+        m.spec.key() != first.spec.key() || !xType.hasStaticShape() ||
+        xType != first.op.getX().getType())
+      return false;
+    DenseSet<Operation *> members;
+    for (const Member &o : launch)
+      members.insert(o.op);
+    return succeeded(hoistableOperands(first.op, m.op, members));
+  }
+
+  void rewrite(kimi::gpu::GeneratedKernels &kernels, ArrayRef<Member> launch) {
+    ShortConvOp first = launch.front().op;
+    const ShortConvSpec &spec = launch.front().spec;
+    Location loc = first.getLoc();
+    // The later members' operands, computed before the first member.
+    DenseSet<Operation *> members;
+    for (const Member &m : launch)
+      members.insert(m.op);
+    for (const Member &m : launch.drop_front()) {
+      FailureOr<SmallVector<Operation *>> hoisted =
+          hoistableOperands(first, m.op, members);
+      if (failed(hoisted)) { // joins() found them movable
+        m.op.emitError("short convolution's operands cannot move before the "
+                       "first convolution of its launch");
+        return signalPassFailure();
+      }
+      for (Operation *op : *hoisted)
+        op->moveBefore(first);
+    }
+
+    SmallVector<FusedNorm> norms;
+    for (const Member &m : launch)
+      norms.push_back(m.norm);
+    std::string name = "short_conv_" + std::to_string(kernels.size());
+    auto fn = kernels.get(kernelKey(spec, norms),
+                          [&](OpBuilder &mb, mlir::gpu::GPUModuleOp module) {
+                            return emitShortConvKernel(mb, loc, module, name,
+                                                       spec, norms);
+                          });
+
+    OpBuilder b(first);
+    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, first.getX());
     Value B = getValueOrCreateConstantIndexOp(b, loc, sizes[0]);
     Value T = getValueOrCreateConstantIndexOp(b, loc, sizes[1]);
     auto input = [&](Value t) {
       return kimi::gpu::asDynamicBuffer(b, loc, kimi::gpu::flatInputBuffer(b, loc, t));
     };
-    SmallVector<Value> args = {input(op.getX()),
-                               kimi::gpu::flatInputBuffer(b, loc, op.getWeight())};
-    if (spec.hasState)
-      args.push_back(input(op.getState()));
-    Value out = kimi::gpu::allocFlatBuffer(b, loc, sizes, spec.act);
-    RankedTensorType stateType = op.getFinalState().getType();
     SmallVector<OpFoldResult> stateSizes = {
         sizes[0], b.getIndexAttr(spec.taps - 1), b.getIndexAttr(spec.channels)};
-    Value finalState = kimi::gpu::allocFlatBuffer(b, loc, stateSizes, b.getF32Type());
-    args.append({kimi::gpu::asDynamicBuffer(b, loc, out),
-                 kimi::gpu::asDynamicBuffer(b, loc, finalState), B, T});
+    SmallVector<Value> args, outs, finals;
+    for (const Member &m : launch) {
+      args.append({input(m.op.getX()),
+                   kimi::gpu::flatInputBuffer(b, loc, m.op.getWeight())});
+      if (spec.hasState)
+        args.push_back(input(m.op.getState()));
+      outs.push_back(kimi::gpu::allocFlatBuffer(b, loc, sizes, spec.act));
+      finals.push_back(
+          kimi::gpu::allocFlatBuffer(b, loc, stateSizes, b.getF32Type()));
+      args.append({kimi::gpu::asDynamicBuffer(b, loc, outs.back()),
+                   kimi::gpu::asDynamicBuffer(b, loc, finals.back())});
+    }
+    args.append({B, T});
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-    // Threads: B (T + K - 1) C / width.
+    // Threads: B (T + K - 1) C / width, for each member.
     Value threads = arith::MulIOp::create(
         b, loc,
         arith::MulIOp::create(b, loc, B,
                               arith::AddIOp::create(b, loc, T, c(spec.taps - 1))),
         c(spec.channels / spec.width()));
     Value blocks = arith::CeilDivUIOp::create(b, loc, threads, c(kThreads));
-    mlir::gpu::LaunchFuncOp::create(b, loc, fn,
-                                    mlir::gpu::KernelDim3{blocks, c(1), c(1)},
-                                    mlir::gpu::KernelDim3{c(kThreads), c(1), c(1)},
-                                    Value(), args);
-    op.getOut().replaceAllUsesWith(kimi::gpu::tensorOfFlatBuffer(
-        b, loc, out, op.getOut().getType(), sizes));
-    if (norm) {
-      // The heads of `out` are normalised already.
-      norm.getResult().replaceAllUsesWith(heads.getResult());
-      norm.erase();
+    mlir::gpu::LaunchFuncOp::create(
+        b, loc, fn, mlir::gpu::KernelDim3{blocks, c(int64_t(launch.size())), c(1)},
+        mlir::gpu::KernelDim3{c(kThreads), c(1), c(1)}, Value(), args);
+    // Every result's tensor first: `b` inserts before the first member.
+    SmallVector<std::pair<Value, Value>> results;
+    for (auto [m, out, finalState] : llvm::zip(launch, outs, finals))
+      results.push_back(
+          {kimi::gpu::tensorOfFlatBuffer(b, loc, out, m.op.getOut().getType(), sizes),
+           kimi::gpu::tensorOfFlatBuffer(b, loc, finalState,
+                                         m.op.getFinalState().getType(),
+                                         stateSizes)});
+    for (auto [m, result] : llvm::zip(launch, results)) {
+      m.op.getOut().replaceAllUsesWith(result.first);
+      if (m.l2) {
+        // The heads of `out` are normalised already.
+        m.l2.getResult().replaceAllUsesWith(m.heads.getResult());
+        m.l2.erase();
+      }
+      m.op.getFinalState().replaceAllUsesWith(result.second);
+      m.op.erase();
     }
-    op.getFinalState().replaceAllUsesWith(
-        kimi::gpu::tensorOfFlatBuffer(b, loc, finalState, stateType, stateSizes));
-    op.erase();
   }
 };
 

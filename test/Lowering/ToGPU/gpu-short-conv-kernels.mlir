@@ -89,3 +89,49 @@ func.func @norms_that_stay(%x: tensor<1x1x256xf32>, %w: tensor<256x1x4xf32>) -> 
   %n2 = kimi.l2_norm %h2 eps(1.0e-6) : tensor<1x1x2x128xf32> -> tensor<1x1x2x128xf32>
   return %n, %n2, %o2 : tensor<1x1x4x64xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>
 }
+
+// -----
+
+// A KDA layer's q, k and v: each projection, then its convolution, the q
+// and k heads normalised. The k and v projections move before the q
+// convolution, and the three convolutions are one launch of three block
+// rows (member y runs the convolution y; q and k with their norms).
+// CHECK-LABEL: func.func @kda_layer_convolutions
+// CHECK: kimi.linear
+// CHECK: kimi.linear
+// CHECK: kimi.linear
+// CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_0 blocks in (%{{.*}}, %c3{{.*}}, %{{.*}})
+// CHECK-NOT: gpu.launch_func
+// CHECK-NOT: kimi.l2_norm
+// CHECK: return
+// CHECK: gpu.func @short_conv_0
+// CHECK: gpu.block_id  y
+// CHECK-COUNT-2: math.rsqrt
+// CHECK-NOT: math.rsqrt
+// CHECK: gpu.return
+func.func @kda_layer_convolutions(%h: tensor<1x1x64xf32>, %wq: tensor<256x64xf32>, %wk: tensor<256x64xf32>, %wv: tensor<256x64xf32>, %c: tensor<256x1x4xf32>, %sq: tensor<1x3x256xf32>, %sk: tensor<1x3x256xf32>, %sv: tensor<1x3x256xf32>) -> (tensor<1x1x2x128xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>) {
+  %q = kimi.linear %h, %wq : tensor<1x1x64xf32>, tensor<256x64xf32> -> tensor<1x1x256xf32>
+  %qo, %qf = kimi.short_conv silu %q, %c state %sq : tensor<1x1x256xf32>, tensor<256x1x4xf32>, tensor<1x3x256xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %qh = tensor.expand_shape %qo [[0], [1], [2, 3]] output_shape [1, 1, 2, 128] : tensor<1x1x256xf32> into tensor<1x1x2x128xf32>
+  %k = kimi.linear %h, %wk : tensor<1x1x64xf32>, tensor<256x64xf32> -> tensor<1x1x256xf32>
+  %ko, %kf = kimi.short_conv silu %k, %c state %sk : tensor<1x1x256xf32>, tensor<256x1x4xf32>, tensor<1x3x256xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %kh = tensor.expand_shape %ko [[0], [1], [2, 3]] output_shape [1, 1, 2, 128] : tensor<1x1x256xf32> into tensor<1x1x2x128xf32>
+  %v = kimi.linear %h, %wv : tensor<1x1x64xf32>, tensor<256x64xf32> -> tensor<1x1x256xf32>
+  %vo, %vf = kimi.short_conv silu %v, %c state %sv : tensor<1x1x256xf32>, tensor<256x1x4xf32>, tensor<1x3x256xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %qn = kimi.l2_norm %qh eps(1.0e-6) : tensor<1x1x2x128xf32> -> tensor<1x1x2x128xf32>
+  %kn = kimi.l2_norm %kh eps(1.0e-6) : tensor<1x1x2x128xf32> -> tensor<1x1x2x128xf32>
+  return %qn, %kn, %vo, %qf, %kf, %vf : tensor<1x1x2x128xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>
+}
+
+// -----
+
+// Convolutions that stay apart: the second reads the first's output, and
+// the third has other shapes.
+// CHECK-LABEL: func.func @chained_convolutions
+// CHECK-COUNT-3: gpu.launch_func  @kimi_short_conv::@short_conv_{{[0-9]}} blocks in (%{{.*}}, %c1{{.*}}, %{{.*}})
+func.func @chained_convolutions(%x: tensor<1x1x256xf32>, %c: tensor<256x1x4xf32>, %y: tensor<1x2x256xf32>) -> (tensor<1x1x256xf32>, tensor<1x2x256xf32>) {
+  %a, %af = kimi.short_conv %x, %c : tensor<1x1x256xf32>, tensor<256x1x4xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %b, %bf = kimi.short_conv %a, %c : tensor<1x1x256xf32>, tensor<256x1x4xf32> -> tensor<1x1x256xf32>, tensor<1x3x256xf32>
+  %d, %df = kimi.short_conv %y, %c : tensor<1x2x256xf32>, tensor<256x1x4xf32> -> tensor<1x2x256xf32>, tensor<1x3x256xf32>
+  return %b, %d : tensor<1x1x256xf32>, tensor<1x2x256xf32>
+}
