@@ -1189,6 +1189,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
                            ? static_cast<const DeviceCarriedTensor *>(t)
                            : nullptr;
       if (dt && statesInPlace_ && stateOutput[i] != kNoOutput &&
+          stateOutput[i] < keep.size() && keep[stateOutput[i]] &&
           i < donated.size() &&
           donated[i] && dt->block().use_count() == 1 &&
           std::find(byReference.begin(), byReference.end(), dt->data()) ==
