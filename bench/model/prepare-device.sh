@@ -14,12 +14,13 @@ build=${KIMI_BUILD_DIR:-$root/build}
 out=$root/gpucheck
 cmake --build "$build" -j "$(nproc)" --target kimi-compile kimi-bench-model \
   kimi-gpu-model-tests kimi-gpu-blas-tests kimi-gpu-kernel-tests kimi-run \
-  kimi-k3-tiny-gpu-artifacts kimi-k3-mini-gpu-artifacts \
+  kimi-runtime-cuda-tests kimi-k3-tiny-gpu-artifacts kimi-k3-mini-gpu-artifacts \
   kimi-k3-tiny-kda-gpu-artifacts kimi-mla-gpu-artifacts
 mkdir -p "$out/models" "$out/kda" "$out/attn_res"
 cp "$build/bin/kimi-bench-model" "$build/bin/kimi-run" "$out/"
 cp "$build/test/gpu/kimi-gpu-model-tests" "$build/test/gpu/kimi-gpu-blas-tests" \
-  "$build/test/gpu/kimi-gpu-kernel-tests" "$out/"
+  "$build/test/gpu/kimi-gpu-kernel-tests" \
+  "$build/test/runtime/kimi-runtime-cuda-tests" "$out/"
 cp "$build"/test/gpu/kda/*.kimi "$out/kda/"
 cp "$build"/test/gpu/attn_res/*.kimi "$out/attn_res/"
 cp -L "$build/runtime/libkimi_runtime.so.0" "$out/"

@@ -42,6 +42,10 @@ done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu.txt"
 if [ $tests = 1 ]; then
   KIMI_REQUIRE_GPU=1 ./kimi-gpu-blas-tests 2>&1 | grep -E "error|FAIL|PASSED" 
+  if [ -x ./kimi-runtime-cuda-tests ]; then
+    KIMI_REQUIRE_GPU=1 ./kimi-runtime-cuda-tests > "$out/cuda-tests.log" 2>&1
+    echo "runtime cuda tests: rc $?"; grep -E "^\[ *(FAILED|PASSED) " "$out/cuda-tests.log" | head
+  fi
   if [ -x ./kimi-gpu-kernel-tests ]; then
     KIMI_REQUIRE_GPU=1 KIMI_KDA_ARTIFACT_DIR=$PWD/kda KIMI_ATTNRES_ARTIFACT_DIR=$PWD/attn_res \
       ./kimi-gpu-kernel-tests > "$out/kernel-tests.log" 2>&1

@@ -1,6 +1,7 @@
 //===- gpu_model_executable.cpp - A GPU model artifact ready to run -------===//
 
 #include "runtime/cuda/gpu_model_executable.h"
+#include "runtime/cuda/segment_copy.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/artifact/validate.h"
 #include "runtime/cpu/entry_call.h"
@@ -1258,6 +1259,25 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
               static_cast<cuda::CUdeviceptr>(v.offset()) * elem,
           size_t(numel) * elem, expected};
     };
+    // The states updated in place are copied back by one kernel launch
+    // (SegmentCopy), from a table in the graph's memory written after the
+    // capture, when the outputs' places are known.
+    cuda::CUdeviceptr segmentTable = 0;
+    if (!inPlace.empty()) {
+      if (!segmentCopy_) {
+        StatusOr<std::unique_ptr<SegmentCopy>> loaded = SegmentCopy::load(*device_);
+        if (loaded.isOk())
+          segmentCopy_ = std::move(loaded.value());
+        else if (graphFailure_.empty()) // memcpy nodes then; say why
+          graphFailure_ = "state copies as memcpy nodes: " + loaded.status().message();
+      }
+      if (segmentCopy_) {
+        KIMI_ASSIGN_OR_RETURN(segmentTable,
+                              call->pool->allocate(inPlace.size() *
+                                                   SegmentCopy::kTableBytesPerSegment));
+      }
+    }
+    std::vector<SegmentCopy::Segment> segments;
     // Poison fills of the staged inputs come before the capture.
     KIMI_RETURN_IF_ERROR(stream_->synchronize());
     *status_ = 0;
@@ -1275,16 +1295,28 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
           KIMI_RETURN_IF_ERROR(
               callEntry(function, results.structPointer(), argPointers));
           // The states updated in place: copied over their inputs after
-          // every kernel of the call has read them (stream order).
+          // every kernel of the call has read them (stream order), in one
+          // launch where the segments allow.
+          size_t largest = 0;
           for (size_t i : inPlace) {
             KIMI_ASSIGN_OR_RETURN(CapturedCall::Result r,
                                   resultOf(stateOutput[i]));
-            if (r.bytes && r.at != byReference[i])
-              KIMI_RETURN_IF_ERROR(d.check(
-                  d.cuMemcpyDtoDAsync(byReference[i], r.at, r.bytes,
-                                      stream_->handle()),
-                  "cuMemcpyDtoDAsync (state in place)"));
+            SegmentCopy::Segment seg{byReference[i], r.at, r.bytes};
+            if (!r.bytes || r.at == byReference[i])
+              continue;
+            if (segmentTable && SegmentCopy::fits(seg)) {
+              segments.push_back(seg);
+              largest = std::max(largest, seg.bytes);
+              continue;
+            }
+            KIMI_RETURN_IF_ERROR(d.check(
+                d.cuMemcpyDtoDAsync(byReference[i], r.at, r.bytes,
+                                    stream_->handle()),
+                "cuMemcpyDtoDAsync (state in place)"));
           }
+          if (!segments.empty())
+            KIMI_RETURN_IF_ERROR(segmentCopy_->launch(
+                *stream_, segmentTable, uint32_t(segments.size()), largest));
           return Status::ok();
         },
         /*relaxed=*/true); // the call allocates from the pool
@@ -1311,6 +1343,12 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     for (size_t i : inPlace)
       if (st.isOk())
         call->results[stateOutput[i]].inPlaceOf = i;
+    if (st.isOk() && !segments.empty()) {
+      std::vector<uint64_t> table = SegmentCopy::table(segments);
+      st = d.check(d.cuMemcpyHtoD(segmentTable, table.data(),
+                                  table.size() * sizeof(uint64_t)),
+                   "cuMemcpyHtoD (state copy table)");
+    }
     *status_ = 0;
     shim_->error = Status::ok();
     if (!st.isOk()) {

@@ -90,6 +90,7 @@ private:
 };
 
 class DeviceCarriedTensor;
+class SegmentCopy;
 
 class GpuModelExecutable final
     : public Executable,
@@ -187,6 +188,9 @@ private:
   /// Donated states are updated in place by graph replays (unless
   /// KIMI_GPU_STATES_IN_PLACE=0 when the executable is created).
   bool statesInPlace_ = true;
+  /// The kernel that copies a replay's states back (loaded at the first
+  /// capture that needs it).
+  mutable std::unique_ptr<SegmentCopy> segmentCopy_;
   size_t maxGraphs_ = 4;
   static constexpr size_t kNoOutput = ~size_t(0);
   /// By entry: for each input, the state output it becomes (kNoOutput when

@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/segment_copy.h"
 #include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -333,4 +335,67 @@ TEST(Kernel, LargeDynamicSharedMemory) {
   STATUS_OK(out.download(host.data(), host.size() * sizeof(uint32_t)));
   for (uint32_t t = 0; t < 256; ++t)
     EXPECT_EQ(host[t], 255 - t) << t;
+}
+
+// SegmentCopy (runtime/cuda/segment_copy.h): the one launch that copies a
+// decode graph's states back. Segments of several sizes (one word, a
+// k3-mini convolution window, a KDA state and a size the grid does not
+// divide) land exactly where they should, and nothing around them changes.
+TEST(SegmentCopy, CopiesEverySegmentAndNothingElse) {
+  EXPECT_TRUE(SegmentCopy::fits({256, 512, 48}));
+  EXPECT_FALSE(SegmentCopy::fits({256, 512, 40}));  // not whole words
+  EXPECT_FALSE(SegmentCopy::fits({260, 512, 48}));  // destination unaligned
+  EXPECT_FALSE(SegmentCopy::fits({256, 520, 48}));  // source unaligned
+  KIMI_GPU_OR_SKIP(dev);
+  VALUE_OR_FAIL(copy, SegmentCopy::load(dev));
+  VALUE_OR_FAIL(stream, CudaStream::create(dev));
+  const std::vector<size_t> sizes = {16, 3 * 2048 * 4, 16 * 128 * 128 * 4,
+                                     16 * 257 * 256 + 48};
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // Sources back to back, destinations with a 64-byte guard before and
+  // after each, all poisoned with NaN.
+  size_t total = 0;
+  for (size_t s : sizes)
+    total += s;
+  const size_t guard = 64, dstBytes = total + guard * (sizes.size() + 1);
+  std::vector<float> src = randomFloats(total / 4, seed);
+  std::vector<float> dst(dstBytes / 4, std::numeric_limits<float>::quiet_NaN());
+  VALUE_OR_FAIL(dsrc, DeviceBuffer::allocate(dev, total));
+  VALUE_OR_FAIL(ddst, DeviceBuffer::allocate(dev, dstBytes));
+  STATUS_OK(dsrc.upload(src.data(), total));
+  STATUS_OK(ddst.upload(dst.data(), dstBytes));
+  std::vector<SegmentCopy::Segment> segments;
+  size_t from = 0, to = guard, largest = 0;
+  for (size_t s : sizes) {
+    segments.push_back({ddst.address() + to, dsrc.address() + from, s});
+    ASSERT_TRUE(SegmentCopy::fits(segments.back()));
+    largest = std::max(largest, s);
+    from += s;
+    to += s + guard;
+  }
+  std::vector<uint64_t> table = SegmentCopy::table(segments);
+  VALUE_OR_FAIL(dtable, DeviceBuffer::allocate(dev, table.size() * 8));
+  STATUS_OK(dtable.upload(table.data(), table.size() * 8));
+  STATUS_OK(copy->launch(*stream, dtable.address(), uint32_t(segments.size()),
+                         largest));
+  STATUS_OK(stream->synchronize());
+  std::vector<float> out(dst.size());
+  STATUS_OK(ddst.download(out.data(), dstBytes));
+  from = 0;
+  to = guard;
+  size_t bad = 0;
+  for (size_t s : sizes) {
+    for (size_t i = 0; i < s / 4; ++i)
+      if (!(out[to / 4 + i] == src[from / 4 + i]) && ++bad <= 5)
+        ADD_FAILURE() << "segment of " << s << " bytes, float " << i;
+    for (size_t i = 0; i < guard / 4; ++i)
+      if (!std::isnan(out[(to + s) / 4 + i]) && ++bad <= 5)
+        ADD_FAILURE() << "guard after the segment of " << s << " bytes written";
+    from += s;
+    to += s + guard;
+  }
+  for (size_t i = 0; i < guard / 4; ++i)
+    EXPECT_TRUE(std::isnan(out[i])) << "guard before the first segment written";
+  EXPECT_EQ(bad, 0u);
 }
