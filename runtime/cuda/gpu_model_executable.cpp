@@ -469,6 +469,8 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
     exe->setGraphs(on, bucket, size_t(kept));
     if (const char *env = std::getenv("KIMI_GPU_STATES_IN_PLACE"))
       exe->statesInPlace_ = std::string(env) != "0";
+    if (const char *env = std::getenv("KIMI_GPU_STATE_COPY_KERNEL"))
+      exe->stateCopyKernel_ = std::string(env) != "0";
   }
 
   // cuBLASLt is needed only by models with matrix products (all real ones);
@@ -1263,7 +1265,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     // (SegmentCopy), from a table in the graph's memory written after the
     // capture, when the outputs' places are known.
     cuda::CUdeviceptr segmentTable = 0;
-    if (!inPlace.empty()) {
+    if (!inPlace.empty() && stateCopyKernel_) {
       if (!segmentCopy_) {
         StatusOr<std::unique_ptr<SegmentCopy>> loaded = SegmentCopy::load(*device_);
         if (loaded.isOk())

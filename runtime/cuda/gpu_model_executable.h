@@ -189,7 +189,9 @@ private:
   /// KIMI_GPU_STATES_IN_PLACE=0 when the executable is created).
   bool statesInPlace_ = true;
   /// The kernel that copies a replay's states back (loaded at the first
-  /// capture that needs it).
+  /// capture that needs it); KIMI_GPU_STATE_COPY_KERNEL=0 copies each
+  /// state with a memcpy node instead.
+  bool stateCopyKernel_ = true;
   mutable std::unique_ptr<SegmentCopy> segmentCopy_;
   size_t maxGraphs_ = 4;
   static constexpr size_t kNoOutput = ~size_t(0);
