@@ -423,6 +423,34 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   EXPECT_EQ(direct.value()->callTimes().graphReplays, 0);
   EXPECT_LT(worst, 1e-5);
 
+  // The same replays with the states copied back by one kernel launch
+  // (KIMI_GPU_STATE_COPY_KERNEL=1, runtime/cuda/segment_copy.h) instead of
+  // one memcpy node each.
+  {
+    ScopedEnv copyKernel("KIMI_GPU_STATE_COPY_KERNEL", "1");
+    auto kernelCopied = load(spec);
+    ASSERT_TRUE(kernelCopied.isOk()) << kernelCopied.status().message();
+    kernelCopied.value()->setGraphs(true, 8, 2);
+    auto sk = Session::create(kernelCopied.value());
+    ASSERT_TRUE(sk.isOk());
+    std::vector<float> viaKernel = run(*sk.value(), prompt, extra);
+    ASSERT_EQ(viaKernel.size(), want.size());
+    double worstKernel = 0;
+    for (size_t r = 0; r < viaKernel.size() / V; ++r)
+      worstKernel = std::max(worstKernel,
+                             relativeError(viaKernel, want, r * V, (r + 1) * V));
+    const Executable::CallTimes tk = kernelCopied.value()->callTimes();
+    std::printf("[ graphs   ] state copy kernel: %lld replays in place; worst "
+                "row %.3g%s%s\n",
+                (long long)tk.statesInPlace, worstKernel,
+                kernelCopied.value()->graphFailure().empty() ? "" : "; ",
+                kernelCopied.value()->graphFailure().c_str());
+    EXPECT_TRUE(kernelCopied.value()->graphFailure().empty())
+        << kernelCopied.value()->graphFailure();
+    EXPECT_GE(tk.statesInPlace, 30);
+    EXPECT_LT(worstKernel, 1e-5);
+  }
+
   // A snapshot taken between replays stays valid: its branch continued
   // later equals the same tokens run directly. The snapshot holds the
   // states the replays updated in place, so the next step must not donate
