@@ -11,8 +11,8 @@
 #   launches), as bench-NAME-nopdl.json.
 # --no-in-place NAME: also time k3-mini-NAME.kimi with
 #   KIMI_GPU_STATES_IN_PLACE=0 (decode graphs copy the states in and out),
-#   as bench-NAME-noinplace.json, and with KIMI_GPU_STATE_COPY_KERNEL=1
-#   (in place, copied back by one kernel), as bench-NAME-copykernel.json.
+#   as bench-NAME-noinplace.json, and with KIMI_GPU_STATE_COPY_KERNEL=0
+#   (in place, copied back by memcpy nodes), as bench-NAME-memcpy.json.
 # --ncu NAME: Nsight Compute's duration of every kernel of one batch-1
 #   decode step of k3-mini-NAME.kimi (step 4 of 8, graphs replayed), as
 #   ncu-NAME.csv; needs hardware counters (Firecracker machines).
@@ -80,10 +80,10 @@ if [ -n "$noinplace" ]; then
     --prefill-tokens 8192 --decode-steps 64 --context 1024 --repeats 3 \
     > "$out/bench-$noinplace-noinplace.json" 2> "$out/bench-$noinplace-noinplace.err"
   echo "bench $noinplace with states copied: rc $?"
-  KIMI_GPU_STATE_COPY_KERNEL=1 timeout 300 ./kimi-bench-model "k3-mini-$noinplace.kimi" \
+  KIMI_GPU_STATE_COPY_KERNEL=0 timeout 300 ./kimi-bench-model "k3-mini-$noinplace.kimi" \
     --prefill-tokens 8192 --decode-steps 64 --context 1024 --repeats 3 \
-    > "$out/bench-$noinplace-copykernel.json" 2> "$out/bench-$noinplace-copykernel.err"
-  echo "bench $noinplace with the state copy kernel: rc $?"
+    > "$out/bench-$noinplace-memcpy.json" 2> "$out/bench-$noinplace-memcpy.err"
+  echo "bench $noinplace with memcpy nodes: rc $?"
 fi
 if [ -n "$ncu" ]; then
   timeout 400 ncu --clock-control none --profile-from-start off \

@@ -470,7 +470,7 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
     if (const char *env = std::getenv("KIMI_GPU_STATES_IN_PLACE"))
       exe->statesInPlace_ = std::string(env) != "0";
     if (const char *env = std::getenv("KIMI_GPU_STATE_COPY_KERNEL"))
-      exe->stateCopyKernel_ = std::string(env) == "1";
+      exe->stateCopyKernel_ = std::string(env) != "0";
   }
 
   // cuBLASLt is needed only by models with matrix products (all real ones);

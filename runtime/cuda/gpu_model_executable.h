@@ -188,11 +188,10 @@ private:
   /// Donated states are updated in place by graph replays (unless
   /// KIMI_GPU_STATES_IN_PLACE=0 when the executable is created).
   bool statesInPlace_ = true;
-  /// With KIMI_GPU_STATE_COPY_KERNEL=1, the kernel that copies a replay's
-  /// states back (loaded at the first capture that needs it); else one
-  /// memcpy node per state, the form measured on the H200 (the kernel is
-  /// not yet run there: docs/perf/model.md, stop 24).
-  bool stateCopyKernel_ = false;
+  /// The kernel that copies a replay's states back (loaded at the first
+  /// capture that needs it); KIMI_GPU_STATE_COPY_KERNEL=0 copies each
+  /// state with a memcpy node instead.
+  bool stateCopyKernel_ = true;
   mutable std::unique_ptr<SegmentCopy> segmentCopy_;
   size_t maxGraphs_ = 4;
   static constexpr size_t kNoOutput = ~size_t(0);
