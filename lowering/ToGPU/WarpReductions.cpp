@@ -38,13 +38,18 @@ bool isCombiner(Operation *op) {
   return isa<arith::AddFOp, arith::MaximumFOp, arith::MaxNumFOp>(op);
 }
 
-/// The combiner's identity: what lanes with no iteration contribute.
+/// The combiner's identity in `type`: what lanes with no iteration
+/// contribute.
+APFloat identityValue(Operation *combine, FloatType type) {
+  return isa<arith::AddFOp>(combine)
+             ? APFloat::getZero(type.getFloatSemantics())
+             : APFloat::getInf(type.getFloatSemantics(), /*Negative=*/true);
+}
+
 Value identity(OpBuilder &b, Location loc, Operation *combine, Type type) {
   auto ft = cast<FloatType>(type);
-  double v = isa<arith::AddFOp>(combine)
-                 ? 0.0
-                 : -std::numeric_limits<double>::infinity();
-  return arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, v));
+  return arith::ConstantOp::create(
+      b, loc, b.getFloatAttr(ft, identityValue(combine, ft)));
 }
 
 Value combineWith(OpBuilder &b, Location loc, Operation *combine, Value a,
@@ -191,14 +196,10 @@ scf::ParallelOp identityFill(scf::ParallelOp par, Accumulator a) {
         !matchPattern(store.getValue(), m_Constant(&value)) ||
         !onePerElement(fill, store.getIndices(), m))
       return nullptr;
-    OpBuilder b(op);
-    auto id = identity(b, op->getLoc(), a.combine, value.getType());
-    bool isIdentity =
-        cast<FloatAttr>(cast<arith::ConstantOp>(id.getDefiningOp()).getValue())
-            .getValue()
-            .bitwiseIsEqual(value.getValue());
-    id.getDefiningOp()->erase();
-    return isIdentity ? fill : nullptr;
+    auto type = cast<FloatType>(value.getType());
+    return identityValue(a.combine, type).bitwiseIsEqual(value.getValue())
+               ? fill
+               : nullptr;
   }
   return nullptr;
 }
