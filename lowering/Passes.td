@@ -433,6 +433,53 @@ def KimiGpuRouterKernels : Pass<"kimi-gpu-router-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def KimiGpuRoutedExpertsKernels
+    : Pass<"kimi-gpu-routed-experts-kernels", "::mlir::ModuleOp"> {
+  let summary = "Run a decode step's routed experts as two generated kernels";
+  let description = [{
+    On by default for `--target sm_90a` models (`kimi-compile
+    --gpu-tokenwise-kernels=false` turns it off). Every
+    `kimi.routed_experts` over a static number of tokens up to `max-tokens`
+    (a decode step's; longer runs are the sorted products' domain of
+    `kimi-lower-to-linalg{sorted-experts-min-tokens}` and stay), with f32
+    tokens, result and expert weights (the GPU model's types; MXFP4 experts
+    are not read), becomes two launches of generated kernels (`gpu.module
+    @kimi_routed_experts`), both built on the GEMV kernel's core of 16-byte
+    loads with a group of chunks in flight per lane:
+
+    * `gate_up`, one block row per (token, slot) pair: each warp dots two
+      rows of the slot's expert in both `gate_proj` and `up_proj` with the
+      token and stores `h = act(g, u)` (SiTU or SiLU GLU);
+    * `down`, one block row per token: each warp takes one output column,
+      dots `down_proj`'s row of each slot's expert with that slot's `h`
+      (up to four slots' loads in flight together) and adds them with their
+      routing weights, one butterfly at the end.
+
+    An index outside `[0, E)` reads expert `E - 1` (kimi.routed_experts
+    leaves it undefined; the clamp keeps the reads inside the weights).
+    The linalg form gathers the expert rows element by element inside
+    generic loop nests, about 2.8 TB/s on the H200 for the gate and up
+    products, plus a zero fill, the activation and the weighted sum as
+    their own launches. Ops the kernels do not take are kept for
+    `kimi-lower-to-linalg` with a remark that says why.
+  }];
+  let options = [
+    Option<"maxTokens", "max-tokens", "int64_t", "63",
+           "Routed experts over at most this many static tokens run as the "
+           "kernels (the model target passes sorted-experts-min-tokens - 1)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 def KimiGpuNormKernels : Pass<"kimi-gpu-norm-kernels", "::mlir::ModuleOp"> {
   let summary = "Run each RMS, L2 and gated RMS norm as one generated kernel";
   let description = [{

@@ -92,6 +92,88 @@ MemRefType gemvBufferType(MLIRContext *ctx) {
       StridedLayoutAttr::get(ctx, ShapedType::kDynamic, {1}));
 }
 
+SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
+                                       ArrayRef<WarpDotVector> vectors,
+                                       ArrayRef<WarpDotRow> rows, int64_t K,
+                                       int64_t group, ArrayRef<Value> init) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  auto vec = VectorType::get({4}, b.getF32Type());
+  Value zeroVec = arith::ConstantOp::create(
+      b, loc, vec, DenseElementsAttr::get(vec, b.getF32FloatAttr(0)));
+  Value laneK = e.mul(e.laneId(), e.idx(4));
+  // Bases are multiples of 4 floats (checked by the callers), so every
+  // piece is 16-byte aligned.
+  auto load = [&](Value buf, Value index) -> Value {
+    return vector::LoadOp::create(b, loc, vec, buf, ValueRange{index}, false,
+                                  llvm::MaybeAlign(16));
+  };
+  // The distinct weight rows, in order of first use.
+  SmallVector<std::pair<Value, Value>> distinct;
+  SmallVector<unsigned> loadOf;
+  for (const WarpDotRow &row : rows) {
+    auto *at = llvm::find(distinct, std::make_pair(row.buffer, row.base));
+    loadOf.push_back(at - distinct.begin());
+    if (at == distinct.end())
+      distinct.emplace_back(row.buffer, row.base);
+  }
+
+  // One chunk at k = kBase + 4 lane: all loads, then the FMAs.
+  auto chunk = [&](Value kBase, ArrayRef<Value> acc, bool masked) {
+    Value kk = e.add(kBase, laneK), inRange;
+    if (masked) {
+      inRange = e.ult(kk, e.idx(K));
+      kk = e.select(inRange, kk, e.idx(0));
+    }
+    SmallVector<Value> w, x;
+    for (auto [buf, base] : distinct)
+      w.push_back(load(buf, e.add(base, kk)));
+    for (const WarpDotVector &v : vectors)
+      x.push_back(load(v.buffer, e.add(v.base, kk)));
+    if (masked)
+      for (Value &v : w)
+        v = e.select(inRange, v, zeroVec);
+    SmallVector<Value> out(acc.begin(), acc.end());
+    for (auto [i, row] : llvm::enumerate(rows))
+      out[i] = vector::FMAOp::create(b, loc, x[row.vector], w[loadOf[i]], out[i]);
+    return out;
+  };
+
+  const int64_t chunks = (K + kChunk - 1) / kChunk;
+  const bool ragged = K % kChunk != 0;
+  // The last chunk, when ragged, is unrolled after the loop with its mask.
+  const int64_t full = ragged ? chunks - 1 : chunks;
+  group = std::max<int64_t>(1, group);
+  const int64_t groups = full / group;
+  SmallVector<Value> acc(init.begin(), init.end());
+  acc.resize(rows.size(), zeroVec);
+  if (groups > 0) {
+    auto loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(groups), e.idx(1), acc);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> inner(loop.getRegionIterArgs().begin(),
+                             loop.getRegionIterArgs().end());
+    Value base = e.mul(loop.getInductionVar(), e.idx(group * kChunk));
+    for (int64_t i = 0; i < group; ++i)
+      inner = chunk(e.add(base, e.idx(i * kChunk)), inner, false);
+    scf::YieldOp::create(b, loc, inner);
+    b.setInsertionPointAfter(loop);
+    acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+  for (int64_t c = groups * group; c < chunks; ++c)
+    acc = chunk(e.idx(c * kChunk), acc, ragged && c == chunks - 1);
+  return acc;
+}
+
+Value emitWarpTotal(KernelEmitter &e, Value partial) {
+  Value s = partial;
+  if (isa<VectorType>(s.getType()))
+    s = vector::ReductionOp::create(e.b, e.loc, vector::CombiningKind::ADD, s);
+  for (int32_t off = 16; off >= 1; off /= 2)
+    s = e.fadd(s, e.shuffleXor(s, off));
+  return s;
+}
+
 mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
                                     mlir::gpu::GPUModuleOp module, StringRef name,
                                     const GemvGroupSpec &group) {
@@ -104,18 +186,7 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
   Value A = body.getArgument(0);
-  Type f32 = b.getF32Type();
-  auto vec = VectorType::get({4}, f32);
-  Value tid = e.threadId(), lane = e.laneId(), warp = e.divu(tid, e.idx(32));
-  Value laneK = e.mul(lane, e.idx(4));
-  Value zeroVec = arith::ConstantOp::create(b, loc, vec, DenseElementsAttr::get(
-                                                             vec, b.getF32FloatAttr(0)));
-  auto load = [&](Value buf, Value index) -> Value {
-    // Row strides and offsets are multiples of 4 floats (checked by the
-    // caller), so every piece is 16-byte aligned.
-    return vector::LoadOp::create(b, loc, vec, buf, ValueRange{index}, false,
-                                  llvm::MaybeAlign(16));
-  };
+  Value lane = e.laneId(), warp = e.divu(e.threadId(), e.idx(32));
 
   // One product over the blocks [0, gemvBlocks(spec)) of `blockIndex`.
   auto product = [&](const GemvKernelSpec &spec, Value B, Value C,
@@ -124,70 +195,30 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     Value firstRow = e.mul(e.add(e.mul(blockIndex, e.idx(kGemvWarps)), warp),
                            e.idx(R));
     // Rows past N read row N - 1 and are not stored.
-    SmallVector<Value> row(R), rowValid(R), rowBase(R);
+    SmallVector<Value> row(R), rowValid(R);
+    SmallVector<WarpDotVector> x;
+    SmallVector<WarpDotRow> dots;
+    for (int64_t m = 0; m < M; ++m)
+      x.push_back({A, e.idx(m * spec.lda)});
     for (int64_t r = 0; r < R; ++r) {
       row[r] = e.add(firstRow, e.idx(r));
       rowValid[r] = e.ult(row[r], e.idx(N));
-      rowBase[r] = e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb));
     }
-    // One chunk at k = kBase + 4 lane: all loads, then the FMAs.
-    auto chunk = [&](Value kBase, ArrayRef<Value> acc, bool masked) {
-      Value kk = e.add(kBase, laneK), inRange;
-      if (masked) {
-        inRange = e.ult(kk, e.idx(K));
-        kk = e.select(inRange, kk, e.idx(0));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t r = 0; r < R; ++r) {
+        // The same Value per r, so each row of B is loaded once.
+        if (m == 0)
+          dots.push_back({B, e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb)),
+                          0});
+        else
+          dots.push_back({B, dots[r].base, static_cast<unsigned>(m)});
       }
-      SmallVector<Value> w(R), x(M);
-      for (int64_t r = 0; r < R; ++r)
-        w[r] = load(B, e.add(rowBase[r], kk));
-      for (int64_t m = 0; m < M; ++m)
-        x[m] = load(A, e.add(e.idx(m * spec.lda), kk));
-      if (masked)
-        for (Value &v : w)
-          v = e.select(inRange, v, zeroVec);
-      SmallVector<Value> out(acc.begin(), acc.end());
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t r = 0; r < R; ++r)
-          out[m * R + r] = vector::FMAOp::create(b, loc, x[m], w[r], out[m * R + r]);
-      return out;
-    };
-
-    const int64_t chunks = (K + kChunk - 1) / kChunk;
-    const bool ragged = K % kChunk != 0;
     // Loads in flight per lane and group: group * (R + M) pieces of 16 bytes.
-    const int64_t group = R + M <= 3 ? 8 : 4;
-    // The last chunk, when ragged, is unrolled after the loop with its mask.
-    const int64_t full = ragged ? chunks - 1 : chunks;
-    const int64_t groups = full / group;
-    SmallVector<Value> acc(M * R, zeroVec);
-    if (groups > 0) {
-      auto loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(groups), e.idx(1), acc);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> inner(loop.getRegionIterArgs().begin(),
-                               loop.getRegionIterArgs().end());
-      Value base = e.mul(loop.getInductionVar(), e.idx(group * kChunk));
-      for (int64_t i = 0; i < group; ++i)
-        inner = chunk(e.add(base, e.idx(i * kChunk)), inner, false);
-      scf::YieldOp::create(b, loc, inner);
-      b.setInsertionPointAfter(loop);
-      acc.assign(loop.getResults().begin(), loop.getResults().end());
-    }
-    for (int64_t c = groups * group; c < chunks; ++c)
-      acc = chunk(e.idx(c * kChunk), acc, ragged && c == chunks - 1);
-
-    // Lane sums, then a butterfly: every lane ends with every total.
+    SmallVector<Value> acc =
+        emitWarpDotPartials(e, x, dots, K, R + M <= 3 ? 8 : 4);
     SmallVector<Value> total;
-    Value width = e.i32(32);
-    for (Value v : acc) {
-      Value s = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, v);
-      for (int off = 16; off >= 1; off /= 2) {
-        auto sh = mlir::gpu::ShuffleOp::create(b, loc, s, e.i32(off), width,
-                                               mlir::gpu::ShuffleMode::XOR);
-        s = e.fadd(s, sh.getShuffleResult());
-      }
-      total.push_back(s);
-    }
+    for (Value v : acc)
+      total.push_back(emitWarpTotal(e, v));
     // Output (m, r) is stored by lane (m R + r) mod 32.
     for (int64_t m = 0; m < M; ++m)
       for (int64_t r = 0; r < R; ++r) {

@@ -16,6 +16,8 @@
 #ifndef KIMI_LOWERING_TOGPU_GEMVKERNEL_H
 #define KIMI_LOWERING_TOGPU_GEMVKERNEL_H
 
+#include "lowering/ToGPU/KernelEmitter.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 
@@ -64,6 +66,33 @@ llvm::LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group,
 
 /// The argument type of each buffer: memref<?xf32, strided<[1], offset: ?>>.
 mlir::MemRefType gemvBufferType(mlir::MLIRContext *ctx);
+
+/// One dot product of a warp's share: `buffer[base + k]` times vector
+/// `vector` of the list, for k in [0, K).
+struct WarpDotRow {
+  mlir::Value buffer, base;
+  unsigned vector = 0;
+};
+/// A vector the rows multiply: `buffer[base + k]`.
+struct WarpDotVector {
+  mlir::Value buffer, base;
+};
+
+/// The core of the GEMV-like kernels (f32 buffers of type gemvBufferType,
+/// bases multiples of 4): lane l reads the 16-byte pieces k = 128 c + 4 l of
+/// every row and vector, `group` chunks c unrolled so that all their loads
+/// are in flight before the FMAs that use them; the last chunk of a ragged
+/// K is masked. A row that repeats another's buffer and base is loaded once.
+/// Returns each row's per-lane partial sums (vector<4xf32>), added to
+/// `init` when given.
+llvm::SmallVector<mlir::Value>
+emitWarpDotPartials(KernelEmitter &e, llvm::ArrayRef<WarpDotVector> vectors,
+                    llvm::ArrayRef<WarpDotRow> rows, int64_t K, int64_t group,
+                    llvm::ArrayRef<mlir::Value> init = {});
+
+/// The sum over the warp of a lane's value (a vector is reduced first):
+/// a butterfly, so every lane gets the total.
+mlir::Value emitWarpTotal(KernelEmitter &e, mlir::Value partial);
 
 /// Emits `gpu.func @name(a, b0, c0, b1, c1, ...)` into `module`.
 mlir::gpu::GPUFuncOp emitGemvKernel(mlir::OpBuilder &b, mlir::Location loc,

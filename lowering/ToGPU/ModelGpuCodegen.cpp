@@ -32,6 +32,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <limits>
+
 using namespace mlir;
 
 namespace kimi::gpu {
@@ -323,7 +325,12 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     front += std::string(front.empty() ? "" : ",") +
              "kimi-gpu-attn-res-kernels,kimi-decompose-latent-moe,"
              "kimi-gpu-short-conv-kernels,kimi-gpu-norm-kernels,"
-             "kimi-gpu-router-kernels";
+             "kimi-gpu-router-kernels,"
+             "kimi-gpu-routed-experts-kernels{max-tokens=" +
+             std::to_string(options.sortedExpertsMinTokens > 0
+                                ? options.sortedExpertsMinTokens - 1
+                                : std::numeric_limits<int64_t>::max()) +
+             "}";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,

@@ -261,9 +261,11 @@ cl::opt<bool> gpuTokenwiseKernels(
              "kernels, one launch each: every AttnRes application with the "
              "RMSNorm of its mix, the RMS, L2 and gated RMS norms, the "
              "short convolutions with their SiLU and final state, and the "
-             "MoE routers' top-k selection after their logits product "
+             "MoE routers' top-k selection after their logits product, "
+             "and a decode step's routed experts as two launches "
              "(kimi-gpu-attn-res-kernels, kimi-gpu-norm-kernels, "
-             "kimi-gpu-short-conv-kernels, kimi-gpu-router-kernels; f32; "
+             "kimi-gpu-short-conv-kernels, kimi-gpu-router-kernels, "
+             "kimi-gpu-routed-experts-kernels; f32; "
              "default on; =false: their linalg decompositions, three to ten "
              "launches each)"),
     cl::init(true), cl::cat(category));

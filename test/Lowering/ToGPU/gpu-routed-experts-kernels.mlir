@@ -1,0 +1,144 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-routed-experts-kernels -verify-diagnostics | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-routed-experts-kernels=max-tokens=0 | FileCheck %s --check-prefix=NONE
+
+// A decode step's routed experts (k3-tiny's sizes: 16 experts of 64 x 128,
+// 4 slots, SiTU) become two launches. gate_up: one block row per slot,
+// 128 threads, 64 / 8 = 8 blocks along x; each warp dots two gate rows and
+// two up rows with the token (one chunk of 128: five 16-byte loads a lane),
+// five shuffles per sum, and stores act(g, u). down: one block row per
+// token and 128 / 4 = 32 blocks; its inner size 64 is a single masked
+// chunk; four slots a step, weighted, and one butterfly.
+// CHECK-LABEL: func.func @decode
+// CHECK-NOT: kimi.routed_experts
+// CHECK: %[[H:.*]] = memref.alloc() : memref<256xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<128xf32>
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up blocks in (%c8{{[_0-9]*}}, %c4{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<128xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<131072xf32>, %{{.*}} : memref<131072xf32>, %[[H]] : memref<256xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down blocks in (%c32{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%[[H]] : memref<256xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4xf32>, %{{.*}} : memref<131072xf32>, %[[OUT]] : memref<128xf32>)
+// CHECK: bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK: gpu.module @kimi_routed_experts
+// CHECK: gpu.func @routed_experts_0_gate_up
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: arith.minui %{{.*}}, %c15
+// CHECK-COUNT-5: vector.load {{.*}} vector<4xf32>
+// CHECK-COUNT-4: vector.fma
+// CHECK-COUNT-20: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: math.exp
+// CHECK: memref.store
+// CHECK: gpu.return
+// CHECK: gpu.func @routed_experts_0_down
+// CHECK: scf.for
+// CHECK-COUNT-4: memref.load %arg2
+// CHECK: arith.cmpi ult
+// CHECK-COUNT-8: vector.load
+// CHECK-COUNT-4: arith.select
+// CHECK-COUNT-4: vector.fma
+// CHECK-COUNT-4: vector.reduction <add>
+// CHECK: scf.yield
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: memref.store
+// CHECK: gpu.return
+// NONE-LABEL: func.func @decode
+// NONE: kimi.routed_experts
+// NONE-NOT: gpu.launch_func
+func.func @decode(%z: tensor<1x1x128xf32>, %w: tensor<1x1x4xf32>, %i: tensor<1x1x4xi32>,
+                  %g: tensor<16x64x128xf32>, %u: tensor<16x64x128xf32>, %d: tensor<16x128x64xf32>) -> tensor<1x1x128xf32> {
+  %r = kimi.routed_experts situ %z, %w, %i experts(%g, %u, %d) {beta = 4.0 : f64, linear_beta = 25.0 : f64} : (tensor<1x1x128xf32>, tensor<1x1x4xf32>, tensor<1x1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x1x128xf32>
+  return %r : tensor<1x1x128xf32>
+}
+
+// -----
+
+// Three tokens, six slots with i64 indices, SiLU: 18 block rows of
+// gate_up; down reads three slots a step (two steps) over an inner size of
+// 200 (one full chunk, then a masked one).
+// CHECK-LABEL: func.func @silu_i64
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up blocks in (%c25{{[_0-9]*}}, %c18{{[_0-9]*}}, %c1{{[_0-9]*}})
+// CHECK-SAME: memref<18xi64>
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down blocks in (%c64{{[_0-9]*}}, %c3{{[_0-9]*}}, %c1{{[_0-9]*}})
+// CHECK: gpu.func @routed_experts_0_gate_up
+// CHECK: arith.index_cast %{{.*}} : i64 to index
+// CHECK: gpu.func @routed_experts_0_down
+// CHECK: scf.for %{{.*}} = %c0{{[_0-9]*}} to %c2{{[_0-9]*}} step
+// CHECK-COUNT-3: memref.load %arg2
+// CHECK-COUNT-6: vector.load
+// CHECK-COUNT-3: vector.fma
+// CHECK: arith.cmpi ult
+// CHECK-COUNT-6: vector.load
+func.func @silu_i64(%z: tensor<3x256xf32>, %w: tensor<3x6xf32>, %i: tensor<3x6xi64>,
+                    %g: tensor<8x200x256xf32>, %u: tensor<8x200x256xf32>, %d: tensor<8x256x200xf32>) -> tensor<3x256xf32> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<3x256xf32>, tensor<3x6xf32>, tensor<3x6xi64>, tensor<8x200x256xf32>, tensor<8x200x256xf32>, tensor<8x256x200xf32>) -> tensor<3x256xf32>
+  return %r : tensor<3x256xf32>
+}
+
+// -----
+
+// Two ops of the same sizes share their kernels.
+// CHECK-LABEL: func.func @shared
+// CHECK: @kimi_routed_experts::@routed_experts_0_gate_up
+// CHECK: @kimi_routed_experts::@routed_experts_0_down
+// CHECK: @kimi_routed_experts::@routed_experts_0_gate_up
+// CHECK: @kimi_routed_experts::@routed_experts_0_down
+// CHECK: gpu.module @kimi_routed_experts
+// CHECK-COUNT-2: gpu.func
+// CHECK-NOT: gpu.func
+func.func @shared(%z: tensor<1x128xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                  %g: tensor<16x64x128xf32>, %u: tensor<16x64x128xf32>, %d: tensor<16x128x64xf32>) -> tensor<1x128xf32> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x128xf32>
+  %r2 = kimi.routed_experts silu %r, %w, %i experts(%g, %u, %d) : (tensor<1x128xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x128xf32>
+  return %r2 : tensor<1x128xf32>
+}
+
+// -----
+
+// A prefill chunk (more tokens than max-tokens) is the sorted products'
+// domain: left alone, without a remark; so is a dynamic token count.
+// CHECK-LABEL: func.func @prefill
+// CHECK: kimi.routed_experts
+// CHECK: kimi.routed_experts
+// CHECK-NOT: gpu.launch_func
+func.func @prefill(%z: tensor<256x128xf32>, %w: tensor<256x4xf32>, %i: tensor<256x4xi32>,
+                   %zd: tensor<?x128xf32>, %wd: tensor<?x4xf32>, %id: tensor<?x4xi32>,
+                   %g: tensor<16x64x128xf32>, %u: tensor<16x64x128xf32>, %d: tensor<16x128x64xf32>) -> (tensor<256x128xf32>, tensor<?x128xf32>) {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<256x128xf32>, tensor<256x4xf32>, tensor<256x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<256x128xf32>
+  %r2 = kimi.routed_experts silu %zd, %wd, %id experts(%g, %u, %d) : (tensor<?x128xf32>, tensor<?x4xf32>, tensor<?x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<?x128xf32>
+  return %r, %r2 : tensor<256x128xf32>, tensor<?x128xf32>
+}
+
+// -----
+
+func.func @bf16_experts(%z: tensor<1x128xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                        %g: tensor<16x64x128xbf16>, %u: tensor<16x64x128xbf16>, %d: tensor<16x128x64xbf16>) -> tensor<1x128xf32> {
+  // expected-remark @+1 {{kept for kimi-lower-to-linalg (no GPU routed-experts kernels): the expert weights must be f32 (the GPU model's weight type)}}
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xbf16>, tensor<16x64x128xbf16>, tensor<16x128x64xbf16>) -> tensor<1x128xf32>
+  return %r : tensor<1x128xf32>
+}
+
+// -----
+
+func.func @mxfp4(%z: tensor<1x32xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                 %g: tensor<16x64x32xf4E2M1FN>, %u: tensor<16x64x32xf4E2M1FN>, %d: tensor<16x32x64xf4E2M1FN>,
+                 %gs: tensor<16x64x1xf8E8M0FNU>, %us: tensor<16x64x1xf8E8M0FNU>, %ds: tensor<16x32x2xf8E8M0FNU>) -> tensor<1x32xf32> {
+  // expected-remark @+1 {{MXFP4 experts (scale operands) are not read by the kernels}}
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<1x32xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x32xf4E2M1FN>, tensor<16x64x32xf4E2M1FN>, tensor<16x32x64xf4E2M1FN>, tensor<16x64x1xf8E8M0FNU>, tensor<16x64x1xf8E8M0FNU>, tensor<16x32x2xf8E8M0FNU>) -> tensor<1x32xf32>
+  return %r : tensor<1x32xf32>
+}
+
+// -----
+
+func.func @odd_width(%z: tensor<1x130xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                     %g: tensor<16x64x130xf32>, %u: tensor<16x64x130xf32>, %d: tensor<16x130x64xf32>) -> tensor<1x130xf32> {
+  // expected-remark @+1 {{the hidden width 130 and the inner size 64 must be multiples of 4 (16-byte loads)}}
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x130xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x130xf32>, tensor<16x64x130xf32>, tensor<16x130x64xf32>) -> tensor<1x130xf32>
+  return %r : tensor<1x130xf32>
+}
+
+// -----
+
+func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                       %g: tensor<16x64x128xf32>, %u: tensor<16x64x128xf32>, %d: tensor<16x128x64xf32>) -> tensor<1x128xbf16> {
+  // expected-remark @+1 {{the tokens and the result must be f32}}
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xbf16>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x128xbf16>
+  return %r : tensor<1x128xbf16>
+}
