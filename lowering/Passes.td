@@ -447,13 +447,17 @@ def KimiGpuRoutedExpertsKernels
     @kimi_routed_experts`), both built on the GEMV kernel's core of 16-byte
     loads with a group of chunks in flight per lane:
 
-    * `gate_up`, one block row per (token, slot) pair: each warp dots two
-      rows of the slot's expert in both `gate_proj` and `up_proj` with the
+    * `gate_up`, one block row per (token, slot) pair: each warp dots one
+      row of the slot's expert in both `gate_proj` and `up_proj` with the
       token and stores `h = act(g, u)` (SiTU or SiLU GLU);
-    * `down`, one block row per token: each warp takes one output column,
-      dots `down_proj`'s row of each slot's expert with that slot's `h`
-      (up to four slots' loads in flight together) and adds them with their
-      routing weights, one butterfly at the end.
+    * `down`, one block per output column and token: warp w dots
+      `down_proj`'s row of the experts of slots w, w + 4, ... with their
+      `h` (all its slots' loads in flight together) and adds them with
+      their routing weights; shared memory adds the four warps' totals.
+
+    One row a warp and a block a column give a decode step thousands of
+    warps, several dozen per SM: with fewer, longer warps the same loads
+    left the HBM half idle.
 
     An index outside `[0, E)` reads expert `E - 1` (kimi.routed_experts
     leaves it undefined; the clamp keeps the reads inside the weights).
@@ -673,7 +677,15 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     and all m rows of A, in exact f32. Such a product's cost is reading B
     once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
-    way (the kernel stores rather than adds).
+    way (the kernel stores rather than adds). With `weight-prefetch` (the
+    model target sets it with `--gpu-grid-dependencies`), when B is a
+    weight (a view of the weight table, which no entry writes), each warp
+    first asks the
+    copy engine for the leading part of its rows in L2
+    (`cp.async.bulk.prefetch`, 16 MB a launch in all) and only then waits
+    for the kernel before it (`griddepcontrol.wait`, placed by the kernel
+    itself): under programmatic dependent launch the weights travel while
+    that kernel finishes, instead of HBM idling between the two.
 
     GEMV products that read the same A (the same root buffer at the same
     offset, m, k and row stride, through whatever views: a decode step's
@@ -699,11 +711,18 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     Option<"gemvMaxGroup", "gemv-max-group", "int64_t", "8",
            "GEMV products of one A launched together, at most this many "
            "(1..8); 1: one launch per product">,
+    Option<"weightPrefetch", "weight-prefetch", "bool", "false",
+           "GEMV kernels whose B is a weight prefetch it into L2 and then "
+           "wait for the kernel before them (griddepcontrol.wait); for "
+           "models whose kernels get programmatic dependent launch "
+           "(kimi-gpu-grid-dependencies)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
@@ -863,9 +882,11 @@ def KimiGpuGridDependencies
     each `gpu.module` with the unit attribute
     `kimi.waits_grid_dependencies`, which the GPU model target records in
     the artifact (`Kernel.waits_grid_dependencies`), and only then does the
-    runtime set the launch attribute (docs/runtime-abi.md). Kernels already
-    beginning with the wait are left as they are. Needs sm_90 or later
-    (PTX ISA 7.8).
+    runtime set the launch attribute (docs/runtime-abi.md). Kernels that
+    already wait somewhere are left as they are: a generator may place the
+    wait itself, after a prologue that touches only memory no kernel
+    writes (the GEMV kernel's prefetch of its weights into L2), so that
+    work overlaps the predecessor. Needs sm_90 or later (PTX ISA 7.8).
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

@@ -6,13 +6,13 @@
 // matrices once: the step's cost is those bytes. Both kernels are built on
 // the GEMV core (emitWarpDotPartials: 16-byte loads, a group of chunks in
 // flight per lane):
-//   gate_up  block row y = a (token, slot) pair s; each warp takes R rows i
+//   gate_up  block row y = a (token, slot) pair s; each warp takes a row i
 //            of the slot's expert and dots both gate[e, i] and up[e, i]
 //            with z[t], then stores h[s, i] = act(g, u);
-//   down     block row y = a token t; each warp takes R output columns d
-//            and, for the slots in steps of U, dots down[e_j, d] with
-//            h[t, j], adding each with its routing weight into a per-lane
-//            sum that one butterfly totals at the end.
+//   down     block (d, t) = an output column of a token; warp w dots
+//            down[e_j, d] with h[t, j] for its slots j = w, w + 4, ...
+//            (their loads in flight together) and sums them with their
+//            routing weights; shared memory adds the four warps' totals.
 // So the whole op is two launches, with no fill, no separate activation
 // and no separate weighted sum.
 //
@@ -46,15 +46,12 @@ namespace {
 
 constexpr int64_t kThreads = 128;
 constexpr int64_t kWarps = kThreads / 32;
-/// Rows a warp takes of each of gate and up (gate_up), and output columns
-/// a warp takes (down): the largest grids that keep every SM busy at K3's
-/// and k3-mini's sizes.
-constexpr int64_t kGateUpRows = 2;
-constexpr int64_t kDownRows = 1;
+/// Rows a warp takes of each of gate and up in gate_up: one, so that a
+/// decode step has thousands of warps (several dozen per SM) with their
+/// loads in flight; fewer, longer warps left the H200's HBM half idle.
+constexpr int64_t kGateUpRows = 1;
 /// 16-byte pieces a lane keeps in flight per group of chunks.
 constexpr int64_t kPiecesInFlight = 24;
-/// The most slots the down kernel reads together.
-constexpr int64_t kMaxSlotsPerStep = 4;
 /// The grid's y dimension (one row per (token, slot) pair) is at most this.
 constexpr int64_t kMaxGridY = 65535;
 
@@ -64,14 +61,8 @@ struct RoutedExpertsSpec {
   double beta = 0, linearBeta = 0;
   unsigned idBits = 32;
 
-  /// Slots the down kernel reads per step: the largest divisor of k up to
-  /// kMaxSlotsPerStep.
-  int64_t slotsPerStep() const {
-    for (int64_t u = std::min(topK, kMaxSlotsPerStep); u > 1; --u)
-      if (topK % u == 0)
-        return u;
-    return 1;
-  }
+  /// Slots each warp of the down kernel reads.
+  int64_t slotsPerWarp() const { return (topK + kWarps - 1) / kWarps; }
   std::string key() const {
     std::string s;
     llvm::raw_string_ostream os(s);
@@ -149,12 +140,12 @@ mlir::gpu::GPUFuncOp emitGateUpKernel(OpBuilder &b, Location loc,
 }
 
 /// gpu.func @name(h [T k I], ids [T k], weights [T k], down [E W I],
-/// out [T W]): grid (ceil(W / (4 R)), T), 128 threads.
+/// out [T W]): grid (W, T), 128 threads; warp w takes slots w, w + 4, ...
 mlir::gpu::GPUFuncOp emitDownKernel(OpBuilder &b, Location loc,
                                     mlir::gpu::GPUModuleOp module,
                                     StringRef name, const RoutedExpertsSpec &s) {
   const int64_t T = s.tokens, K = s.topK, E = s.experts, I = s.inner,
-                W = s.width, R = kDownRows, U = s.slotsPerStep();
+                W = s.width, Q = s.slotsPerWarp();
   Type f32 = b.getF32Type();
   SmallVector<Type> args = {kimi::gpu::flatMemRef(f32, T * K * I),
                             kimi::gpu::flatMemRef(b.getIntegerType(s.idBits), T * K),
@@ -168,60 +159,52 @@ mlir::gpu::GPUFuncOp emitDownKernel(OpBuilder &b, Location loc,
   Value h = body.getArgument(0), ids = body.getArgument(1);
   Value weights = body.getArgument(2), down = body.getArgument(3);
   Value out = body.getArgument(4);
+  Value partials = e.sharedBuffer(module, (name + "_partials").str(), kWarps, f32);
 
-  Value lane = e.laneId(), warp = e.divu(e.threadId(), e.idx(32));
+  Value tid = e.threadId(), lane = e.laneId(), warp = e.divu(tid, e.idx(32));
+  Value col = e.blockId(mlir::gpu::Dimension::x);
   Value token = e.blockId(mlir::gpu::Dimension::y);
-  Value firstCol = e.mul(
-      e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kWarps)), warp),
-      e.idx(R));
-  SmallVector<Value> col(R), valid(R), colBase(R);
-  for (int64_t r = 0; r < R; ++r) {
-    col[r] = e.add(firstCol, e.idx(r));
-    valid[r] = e.ult(col[r], e.idx(W));
-    colBase[r] = e.mul(e.minu(col[r], e.idx(W - 1)), e.idx(I));
+  // This warp's slots j = warp + 4 q, all their loads in flight together;
+  // slots past k read slot k - 1 and count zero.
+  SmallVector<WarpDotVector> vectors;
+  SmallVector<WarpDotRow> dots;
+  SmallVector<Value> weight, valid;
+  for (int64_t q = 0; q < Q; ++q) {
+    Value j = e.add(warp, e.idx(kWarps * q));
+    valid.push_back(e.ult(j, e.idx(K)));
+    Value slot = e.add(e.mul(token, e.idx(K)), e.minu(j, e.idx(K - 1)));
+    Value expertBase = e.mul(expertOf(e, s, ids, slot), e.idx(W));
+    weight.push_back(e.load(weights, slot));
+    vectors.push_back({h, e.mul(slot, e.idx(I))});
+    dots.push_back({down, e.mul(e.add(expertBase, col), e.idx(I)),
+                    static_cast<unsigned>(q)});
   }
-
+  SmallVector<Value> partial = kimi::gpu::emitWarpDotPartials(
+      e, vectors, dots, I, std::max<int64_t>(1, kPiecesInFlight / (2 * Q)));
   // Per lane: sum over the slots of weight_j * (this lane's share of
-  // down[e_j, d] . h[t, j]); the butterfly after the loop totals it.
-  SmallVector<Value> init(R, e.f32(0.0));
-  auto steps = scf::ForOp::create(b, loc, e.idx(0), e.idx(K / U), e.idx(1), init);
+  // down[e_j, d] . h[t, j]); a butterfly totals the warp's slots.
+  Value acc = e.f32(0.0);
+  for (int64_t q = 0; q < Q; ++q) {
+    Value lanePart = vector::ReductionOp::create(
+        b, loc, vector::CombiningKind::ADD, partial[q]);
+    acc = e.fadd(acc, e.select(valid[q], e.fmul(weight[q], lanePart), e.f32(0.0)));
+  }
+  Value warpTotal = kimi::gpu::emitWarpTotal(e, acc);
   {
+    auto first = scf::IfOp::create(b, loc, e.eq(lane, e.idx(0)), false);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(steps.getBody());
-    SmallVector<Value> acc(steps.getRegionIterArgs().begin(),
-                           steps.getRegionIterArgs().end());
-    Value firstSlot = e.add(e.mul(token, e.idx(K)),
-                            e.mul(steps.getInductionVar(), e.idx(U)));
-    SmallVector<WarpDotVector> vectors;
-    SmallVector<WarpDotRow> dots;
-    SmallVector<Value> weight;
-    for (int64_t u = 0; u < U; ++u) {
-      Value slot = e.add(firstSlot, e.idx(u));
-      Value expertBase = e.mul(expertOf(e, s, ids, slot), e.idx(W * I));
-      weight.push_back(e.load(weights, slot));
-      vectors.push_back({h, e.mul(slot, e.idx(I))});
-      for (int64_t r = 0; r < R; ++r)
-        dots.push_back({down, e.add(expertBase, colBase[r]),
-                        static_cast<unsigned>(u)});
-    }
-    SmallVector<Value> partial = kimi::gpu::emitWarpDotPartials(
-        e, vectors, dots, I, std::max<int64_t>(1, kPiecesInFlight / (U * (R + 1))));
-    for (int64_t u = 0; u < U; ++u)
-      for (int64_t r = 0; r < R; ++r) {
-        Value lanePart = vector::ReductionOp::create(
-            b, loc, vector::CombiningKind::ADD, partial[u * R + r]);
-        acc[r] = e.fadd(acc[r], e.fmul(weight[u], lanePart));
-      }
-    scf::YieldOp::create(b, loc, acc);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    e.store(warpTotal, partials, warp);
   }
-  for (int64_t r = 0; r < R; ++r) {
-    Value total = kimi::gpu::emitWarpTotal(e, steps.getResult(r));
-    auto mine = scf::IfOp::create(
-        b, loc, e.andI(e.eq(lane, e.idx(r)), valid[r]), false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&mine.getThenRegion().front());
-    e.store(total, out, e.add(e.mul(token, e.idx(W)), col[r]));
-  }
+  e.barrier();
+  // Thread 0 adds the warps' totals in warp order.
+  auto first = scf::IfOp::create(b, loc, e.eq(tid, e.idx(0)), false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&first.getThenRegion().front());
+  Value total = e.load(partials, e.idx(0));
+  for (int64_t w = 1; w < kWarps; ++w)
+    total = e.fadd(total, e.load(partials, e.idx(w)));
+  e.store(total, out, e.add(e.mul(token, e.idx(W)), col));
   return k.func;
 }
 
@@ -323,7 +306,6 @@ struct KimiGpuRoutedExpertsKernels
         tensor::getMixedSizes(b, loc, op.getX());
     Value out = kimi::gpu::allocFlatBuffer(b, loc, outSizes, f32);
     const int64_t gateUpRowsPerBlock = kWarps * kGateUpRows;
-    const int64_t downColsPerBlock = kWarps * kDownRows;
     mlir::gpu::LaunchFuncOp::create(
         b, loc, gateUp,
         mlir::gpu::KernelDim3{
@@ -333,9 +315,7 @@ struct KimiGpuRoutedExpertsKernels
         ValueRange{z, ids, gate, up, h});
     mlir::gpu::LaunchFuncOp::create(
         b, loc, down,
-        mlir::gpu::KernelDim3{
-            c((s.width + downColsPerBlock - 1) / downColsPerBlock),
-            c(s.tokens), c(1)},
+        mlir::gpu::KernelDim3{c(s.width), c(s.tokens), c(1)},
         mlir::gpu::KernelDim3{c(kThreads), c(1), c(1)}, Value(),
         ValueRange{h, ids, weights, downProj, out});
     op.getOut().replaceAllUsesWith(kimi::gpu::tensorOfFlatBuffer(

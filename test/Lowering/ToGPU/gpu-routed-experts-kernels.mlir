@@ -3,40 +3,43 @@
 
 // A decode step's routed experts (k3-tiny's sizes: 16 experts of 64 x 128,
 // 4 slots, SiTU) become two launches. gate_up: one block row per slot,
-// 128 threads, 64 / 8 = 8 blocks along x; each warp dots two gate rows and
-// two up rows with the token (one chunk of 128: five 16-byte loads a lane),
-// five shuffles per sum, and stores act(g, u). down: one block row per
-// token and 128 / 4 = 32 blocks; its inner size 64 is a single masked
-// chunk; four slots a step, weighted, and one butterfly.
+// 128 threads, 64 / 4 = 16 blocks along x; each warp dots a gate row and an
+// up row with the token (one chunk of 128: three 16-byte loads a lane),
+// five shuffles per sum, and stores act(g, u). down: a block per output
+// column (128) and token; warp w reads slot w (k = 4: one slot a warp), its
+// inner size 64 a single masked chunk, weighted; shared memory adds the
+// four warps' totals.
 // CHECK-LABEL: func.func @decode
 // CHECK-NOT: kimi.routed_experts
 // CHECK: %[[H:.*]] = memref.alloc() : memref<256xf32>
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<128xf32>
-// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up blocks in (%c8{{[_0-9]*}}, %c4{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<128xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<131072xf32>, %{{.*}} : memref<131072xf32>, %[[H]] : memref<256xf32>)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down blocks in (%c32{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%[[H]] : memref<256xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4xf32>, %{{.*}} : memref<131072xf32>, %[[OUT]] : memref<128xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up blocks in (%c16{{[_0-9]*}}, %c4{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<128xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<131072xf32>, %{{.*}} : memref<131072xf32>, %[[H]] : memref<256xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down blocks in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%[[H]] : memref<256xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4xf32>, %{{.*}} : memref<131072xf32>, %[[OUT]] : memref<128xf32>)
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK: gpu.module @kimi_routed_experts
 // CHECK: gpu.func @routed_experts_0_gate_up
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: arith.minui %{{.*}}, %c15
-// CHECK-COUNT-5: vector.load {{.*}} vector<4xf32>
-// CHECK-COUNT-4: vector.fma
-// CHECK-COUNT-20: gpu.shuffle  xor
+// CHECK-COUNT-3: vector.load {{.*}} vector<4xf32>
+// CHECK-COUNT-2: vector.fma
+// CHECK-COUNT-10: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
 // CHECK: math.exp
 // CHECK: memref.store
 // CHECK: gpu.return
 // CHECK: gpu.func @routed_experts_0_down
-// CHECK: scf.for
-// CHECK-COUNT-4: memref.load %arg2
+// CHECK: memref.get_global @routed_experts_0_down_partials : memref<4xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.load %arg2
 // CHECK: arith.cmpi ult
-// CHECK-COUNT-8: vector.load
-// CHECK-COUNT-4: arith.select
-// CHECK-COUNT-4: vector.fma
-// CHECK-COUNT-4: vector.reduction <add>
-// CHECK: scf.yield
+// CHECK-COUNT-2: vector.load
+// CHECK: arith.select
+// CHECK: vector.fma
+// CHECK: vector.reduction <add>
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
+// CHECK: memref.store
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: memref.load %0
 // CHECK: memref.store
 // CHECK: gpu.return
 // NONE-LABEL: func.func @decode
@@ -51,21 +54,29 @@ func.func @decode(%z: tensor<1x1x128xf32>, %w: tensor<1x1x4xf32>, %i: tensor<1x1
 // -----
 
 // Three tokens, six slots with i64 indices, SiLU: 18 block rows of
-// gate_up; down reads three slots a step (two steps) over an inner size of
-// 200 (one full chunk, then a masked one).
+// gate_up; in down, warps 0 and 1 read two slots, warps 2 and 3 one (their
+// second, past k, counts zero), over an inner size of 200: one full chunk,
+// then a masked one.
 // CHECK-LABEL: func.func @silu_i64
-// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up blocks in (%c25{{[_0-9]*}}, %c18{{[_0-9]*}}, %c1{{[_0-9]*}})
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up blocks in (%c50{{[_0-9]*}}, %c18{{[_0-9]*}}, %c1{{[_0-9]*}})
 // CHECK-SAME: memref<18xi64>
-// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down blocks in (%c64{{[_0-9]*}}, %c3{{[_0-9]*}}, %c1{{[_0-9]*}})
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down blocks in (%c256{{[_0-9]*}}, %c3{{[_0-9]*}}, %c1{{[_0-9]*}})
 // CHECK: gpu.func @routed_experts_0_gate_up
 // CHECK: arith.index_cast %{{.*}} : i64 to index
 // CHECK: gpu.func @routed_experts_0_down
-// CHECK: scf.for %{{.*}} = %c0{{[_0-9]*}} to %c2{{[_0-9]*}} step
-// CHECK-COUNT-3: memref.load %arg2
-// CHECK-COUNT-6: vector.load
-// CHECK-COUNT-3: vector.fma
+// CHECK: arith.cmpi ult, %{{.*}}, %c6
+// CHECK: arith.minui %{{.*}}, %c5
+// CHECK: arith.cmpi ult, %{{.*}}, %c6
+// CHECK: arith.minui %{{.*}}, %c5
+// CHECK-COUNT-4: vector.load
+// CHECK-COUNT-2: vector.fma
 // CHECK: arith.cmpi ult
-// CHECK-COUNT-6: vector.load
+// CHECK-COUNT-4: vector.load
+// CHECK-COUNT-2: arith.select {{.*}} vector<4xf32>
+// CHECK-COUNT-2: vector.fma
+// CHECK-COUNT-2: vector.reduction <add>
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
 func.func @silu_i64(%z: tensor<3x256xf32>, %w: tensor<3x6xf32>, %i: tensor<3x6xi64>,
                     %g: tensor<8x200x256xf32>, %u: tensor<8x200x256xf32>, %d: tensor<8x256x200xf32>) -> tensor<3x256xf32> {
   %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<3x256xf32>, tensor<3x6xf32>, tensor<3x6xi64>, tensor<8x200x256xf32>, tensor<8x200x256xf32>, tensor<8x256x200xf32>) -> tensor<3x256xf32>
