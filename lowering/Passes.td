@@ -687,6 +687,12 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     itself): under programmatic dependent launch the weights travel while
     that kernel finishes, instead of HBM idling between the two.
 
+    A launch with fewer rows than it takes to give every SM about 32 warps
+    (a 2048 x 2048 projection: 1,024 warps, eight an SM, 1.5 TB/s under
+    ncu) splits k over two or four warps of a block, each reading its share
+    of every row (whole 128-wide chunks only); the warps' sums meet in
+    shared memory and the row group's first warp adds them in order.
+
     GEMV products that read the same A (the same root buffer at the same
     offset, m, k and row stride, through whatever views: a decode step's
     q, k, v, gate and beta projections of one normalised activation, or an
@@ -711,6 +717,10 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     Option<"gemvMaxGroup", "gemv-max-group", "int64_t", "8",
            "GEMV products of one A launched together, at most this many "
            "(1..8); 1: one launch per product">,
+    Option<"smCount", "sm-count", "int64_t", "132",
+           "Multiprocessors of the target GPU (132: an H200): a GEMV launch "
+           "splits k over up to four warps a row group while it has fewer "
+           "than 32 warps an SM">,
     Option<"weightPrefetch", "weight-prefetch", "bool", "false",
            "GEMV kernels whose B is a weight prefetch it into L2 and then "
            "wait for the kernel before them (griddepcontrol.wait); for "

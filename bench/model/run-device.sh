@@ -6,7 +6,7 @@
 #
 #   bench/model/run-device.sh [--no-tests] [--no-bench] [--no-eager] [--profile NAME]
 #                             [--model-tests GTEST_FILTER] [--no-pdl NAME] [--ncu NAME]
-#                             [--no-in-place NAME]
+#                             [--no-in-place NAME] [--ncu-detail NAME REGEX]
 # --no-pdl NAME: also time k3-mini-NAME.kimi with KIMI_GPU_PDL=0 (plain
 #   launches), as bench-NAME-nopdl.json.
 # --no-in-place NAME: also time k3-mini-NAME.kimi with
@@ -16,6 +16,9 @@
 # --ncu NAME: Nsight Compute's duration of every kernel of one batch-1
 #   decode step of k3-mini-NAME.kimi (step 4 of 8, graphs replayed), as
 #   ncu-NAME.csv; needs hardware counters (Firecracker machines).
+# --ncu-detail NAME REGEX: Nsight Compute's throughput, occupancy and warp
+#   stall sections for the first kernel of each name matching REGEX in that
+#   decode step, as ncu-detail-NAME.txt.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root/gpucheck" || exit 1
@@ -26,6 +29,7 @@ for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz; do
   [ -f "$z" ] && gunzip -f "$z"
 done
 tests=1 eager=1 bench=1 profile="" filter="*" nopdl="" ncu="" noinplace=""
+detail="" detailRegex=""
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
     --no-pdl) nopdl=$2; shift ;;
     --ncu) ncu=$2; shift ;;
     --no-in-place) noinplace=$2; shift ;;
+    --ncu-detail) detail=$2; detailRegex=$3; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -109,6 +114,18 @@ print("ncu: %d kernels, %.1f us of kernel time in one decode step" % (sum(c for 
 for name, (c, t) in sorted(by.items(), key=lambda x: -x[1][1])[:25]:
     print("  %8.1f us %4d x  %s" % (t, c, name[:90]))
 PY
+fi
+if [ -n "$detail" ]; then
+  timeout 400 ncu --clock-control none --profile-from-start off \
+    --kernel-id "::regex:$detailRegex:1" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy --section LaunchStats \
+    ./kimi-bench-model "k3-mini-$detail.kimi" --prefill-tokens 8192 --decode-steps 8 \
+    --repeats 1 --cuda-profiler-step 4 > "$out/ncu-detail-$detail.txt" \
+    2> "$out/ncu-detail-$detail.err"
+  echo "ncu detail $detail: rc $?"
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Warp Cycles Per Issued|Stall" \
+    "$out/ncu-detail-$detail.txt" | head -80
 fi
 if [ -n "$profile" ]; then
   timeout 300 ./kimi-bench-model "k3-mini-$profile.kimi" --prefill-tokens 8192 \

@@ -482,11 +482,17 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     linalg::LinalgOp first = group.front().op;
     Location loc = first.getLoc();
     kimi::gpu::GemvGroupSpec spec;
+    int64_t rows = 0;
     for (const GemvCandidate &g : group) {
       spec.products.push_back(g.spec);
+      rows += g.spec.n;
       if (g.fill)
         g.fill->erase();
     }
+    // About 32 warps an SM: enough loads in flight to keep HBM busy.
+    spec.kSplit = kimi::gpu::chooseGemvKSplit(
+        rows, spec.products.front().k, spec.products.front().rowsPerWarp,
+        32 * smCount);
     std::string name = "gemv_" + spec.key();
     mlir::gpu::GPUFuncOp fn =
         kernels.get(spec.key(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {

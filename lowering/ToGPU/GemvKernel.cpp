@@ -34,19 +34,28 @@ std::string GemvGroupSpec::key() const {
   std::string k;
   for (const GemvKernelSpec &p : products)
     k += (k.empty() ? "" : "__") + p.key();
-  return k;
+  return kSplit > 1 ? k + "_s" + std::to_string(kSplit) : k;
 }
 
-int64_t gemvBlocks(const GemvKernelSpec &spec) {
-  const int64_t rowsPerBlock = kGemvWarps * spec.rowsPerWarp;
+int64_t gemvBlocks(const GemvKernelSpec &spec, int64_t kSplit) {
+  const int64_t rowsPerBlock = kGemvWarps / kSplit * spec.rowsPerWarp;
   return (spec.n + rowsPerBlock - 1) / rowsPerBlock;
 }
 
 int64_t gemvBlocks(const GemvGroupSpec &group) {
   int64_t blocks = 0;
   for (const GemvKernelSpec &p : group.products)
-    blocks += gemvBlocks(p);
+    blocks += gemvBlocks(p, group.kSplit);
   return blocks;
+}
+
+int64_t chooseGemvKSplit(int64_t rows, int64_t k, int64_t rowsPerWarp,
+                         int64_t targetWarps) {
+  const int64_t warps = (rows + rowsPerWarp - 1) / rowsPerWarp;
+  for (int64_t split : {4, 2})
+    if (k % (split * kChunk) == 0 && warps * split <= targetWarps)
+      return split;
+  return 1;
 }
 
 LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group, std::string &why) {
@@ -56,6 +65,15 @@ LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group, std::string &why) 
     return failure();
   }
   const GemvKernelSpec &first = group.products.front();
+  if (group.kSplit != 1 && group.kSplit != 2 && group.kSplit != 4) {
+    why = "k split " + std::to_string(group.kSplit) + " is not 1, 2 or 4";
+    return failure();
+  }
+  if (first.k % (group.kSplit * 4) != 0) {
+    why = "k = " + std::to_string(first.k) + " does not split into " +
+          std::to_string(group.kSplit) + " shares of 16-byte pieces";
+    return failure();
+  }
   for (size_t i = 0; i < group.products.size(); ++i) {
     const GemvKernelSpec &p = group.products[i];
     if (failed(verifyGemvKernelSpec(p, why))) {
@@ -179,6 +197,9 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
                                     const GemvGroupSpec &group) {
   const GemvKernelSpec &shared = group.products.front();
   const int64_t M = shared.m, K = shared.k, R = shared.rowsPerWarp;
+  // Warp w takes row group w / S of its block and k share w % S.
+  const int64_t S = group.kSplit, share = K / S,
+                groupsPerBlock = kGemvWarps / S;
   MemRefType buffer = gemvBufferType(b.getContext());
   SmallVector<Type> args(1 + 2 * group.products.size(), buffer);
   GPUFuncOpAndEmitter k(b, loc, module, name, args,
@@ -187,6 +208,12 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   Block &body = k.func.getBody().front();
   Value A = body.getArgument(0);
   Value lane = e.laneId(), warp = e.divu(e.threadId(), e.idx(32));
+  Value rowGroup = S > 1 ? e.divu(warp, e.idx(S)) : warp;
+  Value kStart = S > 1 ? e.mul(e.remu(warp, e.idx(S)), e.idx(share)) : e.idx(0);
+  // The S warps of a row group meet here: one sum per output and warp.
+  Value sums = S > 1 ? e.sharedBuffer(module, (name + "_sums").str(),
+                                      kGemvWarps * M * R, b.getF32Type())
+                     : Value();
   // A kernel that prefetches places the grid-dependency wait itself, after
   // the prefetch, in every product's branch. Each row's prefetch is its
   // leading part: the launch's budget shared by all its rows.
@@ -196,22 +223,22 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   const int64_t prefetchBytes =
       prefetchedRows == 0
           ? 0
-          : std::min(K * 4, std::max<int64_t>(512, kGemvPrefetchBudget /
-                                                        prefetchedRows)) /
+          : std::min(share * 4, std::max<int64_t>(512, kGemvPrefetchBudget /
+                                                            (prefetchedRows * S))) /
                 16 * 16;
 
   // One product over the blocks [0, gemvBlocks(spec)) of `blockIndex`.
   auto product = [&](const GemvKernelSpec &spec, Value B, Value C,
                      Value blockIndex) {
     const int64_t N = spec.n;
-    Value firstRow = e.mul(e.add(e.mul(blockIndex, e.idx(kGemvWarps)), warp),
-                           e.idx(R));
+    Value firstRow = e.mul(
+        e.add(e.mul(blockIndex, e.idx(groupsPerBlock)), rowGroup), e.idx(R));
     // Rows past N read row N - 1 and are not stored.
     SmallVector<Value> row(R), rowValid(R);
     SmallVector<WarpDotVector> x;
     SmallVector<WarpDotRow> dots;
     for (int64_t m = 0; m < M; ++m)
-      x.push_back({A, e.idx(m * spec.lda)});
+      x.push_back({A, e.add(e.idx(m * spec.lda), kStart)});
     for (int64_t r = 0; r < R; ++r) {
       row[r] = e.add(firstRow, e.idx(r));
       rowValid[r] = e.ult(row[r], e.idx(N));
@@ -223,7 +250,8 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
             b, loc, e.andI(e.eq(lane, e.idx(r)), rowValid[r]), false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&mine.getThenRegion().front());
-        e.prefetchL2(B, e.mul(row[r], e.idx(spec.ldb)), prefetchBytes);
+        e.prefetchL2(B, e.add(e.mul(row[r], e.idx(spec.ldb)), kStart),
+                     prefetchBytes);
       }
       e.waitForGridDependencies();
     }
@@ -231,21 +259,48 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
       for (int64_t r = 0; r < R; ++r) {
         // The same Value per r, so each row of B is loaded once.
         if (m == 0)
-          dots.push_back({B, e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb)),
+          dots.push_back({B,
+                          e.add(e.mul(e.minu(row[r], e.idx(N - 1)),
+                                      e.idx(spec.ldb)),
+                                kStart),
                           0});
         else
           dots.push_back({B, dots[r].base, static_cast<unsigned>(m)});
       }
     // Loads in flight per lane and group: group * (R + M) pieces of 16 bytes.
     SmallVector<Value> acc =
-        emitWarpDotPartials(e, x, dots, K, R + M <= 3 ? 8 : 4);
+        emitWarpDotPartials(e, x, dots, share, R + M <= 3 ? 8 : 4);
     SmallVector<Value> total;
     for (Value v : acc)
       total.push_back(emitWarpTotal(e, v));
+    if (S > 1) {
+      // Each warp's sums to shared memory; the row group's first warp adds
+      // the S shares in order.
+      for (int64_t i = 0; i < M * R; ++i) {
+        auto mine = scf::IfOp::create(b, loc, e.eq(lane, e.idx(i % 32)), false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&mine.getThenRegion().front());
+        e.store(total[i], sums, e.add(e.mul(warp, e.idx(M * R)), e.idx(i)));
+      }
+      e.barrier();
+      Value firstWarp = e.mul(rowGroup, e.idx(S));
+      for (int64_t i = 0; i < M * R; ++i) {
+        Value v = e.load(sums, e.add(e.mul(firstWarp, e.idx(M * R)), e.idx(i)));
+        for (int64_t w = 1; w < S; ++w)
+          v = e.fadd(v, e.load(sums, e.add(e.mul(e.add(firstWarp, e.idx(w)),
+                                                 e.idx(M * R)),
+                                           e.idx(i))));
+        total[i] = v;
+      }
+    }
+    // Only the row group's first warp stores.
+    Value storer = S > 1 ? e.eq(warp, e.mul(rowGroup, e.idx(S))) : Value();
     // Output (m, r) is stored by lane (m R + r) mod 32.
     for (int64_t m = 0; m < M; ++m)
       for (int64_t r = 0; r < R; ++r) {
         Value mine = e.andI(e.eq(lane, e.idx((m * R + r) % 32)), rowValid[r]);
+        if (storer)
+          mine = e.andI(mine, storer);
         auto guard = scf::IfOp::create(b, loc, mine, false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&guard.getThenRegion().front());
@@ -266,7 +321,7 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     const GemvKernelSpec &spec = group.products[p];
     Value B = body.getArgument(1 + 2 * p), C = body.getArgument(2 + 2 * p);
     Value local = start ? e.sub(block, e.idx(start)) : block;
-    const int64_t end = start + gemvBlocks(spec);
+    const int64_t end = start + gemvBlocks(spec, S);
     if (p + 1 == P) {
       product(spec, B, C, local);
       break;

@@ -48,6 +48,10 @@ struct GemvKernelSpec {
 /// launch instead of one per product. All share m, k, lda and rowsPerWarp.
 struct GemvGroupSpec {
   std::vector<GemvKernelSpec> products;
+  /// Warps that share each group of rows, each reading a 1 / kSplit share
+  /// of k (1, 2 or 4); shared memory adds their sums. Splitting gives a
+  /// product of few rows the warps it needs to keep HBM busy.
+  int64_t kSplit = 1;
 
   /// A single product's key, or the products' keys joined.
   std::string key() const;
@@ -60,15 +64,23 @@ inline constexpr int64_t kGemvThreads = 128;
 inline constexpr int64_t kGemvPrefetchBudget = 16 << 20;
 inline constexpr int64_t kGemvWarps = kGemvThreads / 32;
 
-/// Blocks of the launch grid (of one product; of a group, the sum).
-int64_t gemvBlocks(const GemvKernelSpec &spec);
+/// Blocks of the launch grid (of one product with `kSplit`; of a group,
+/// the sum).
+int64_t gemvBlocks(const GemvKernelSpec &spec, int64_t kSplit = 1);
 int64_t gemvBlocks(const GemvGroupSpec &group);
+
+/// The k split for products of `rows` rows in all, of length k, with
+/// `rowsPerWarp`: the largest of 4 and 2 that keeps the launch within
+/// `targetWarps` warps and each warp's share of k whole 128-wide chunks,
+/// else 1.
+int64_t chooseGemvKSplit(int64_t rows, int64_t k, int64_t rowsPerWarp,
+                         int64_t targetWarps);
 
 /// Checks what the generator supports; `why` names the field at fault.
 llvm::LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec,
                                          std::string &why);
-/// Each product, and that they share m, k, lda and rowsPerWarp (1..8
-/// products).
+/// Each product, that they share m, k, lda and rowsPerWarp (1..8
+/// products), and the k split.
 llvm::LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group,
                                         std::string &why);
 

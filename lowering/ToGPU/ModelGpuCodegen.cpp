@@ -350,7 +350,8 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       gemm.gemvMaxGroup = options.gemvMaxGroup;
       // The prefetch pays only when a kernel may start before the one
       // before it ends.
-      gemm.weightPrefetch = options.gridDependencies;
+      gemm.weightPrefetch = options.gridDependencies && options.weightPrefetch;
+      gemm.smCount = options.smCount;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());

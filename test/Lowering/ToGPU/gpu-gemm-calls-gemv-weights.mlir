@@ -1,4 +1,4 @@
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls=gemv-max-m=4 -split-input-file | FileCheck %s
+// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" -split-input-file | FileCheck %s
 
 // As the GPU model target runs them: the weights are descriptors around
 // pointers loaded from the weight table, which no entry writes, so a kernel
@@ -6,11 +6,11 @@
 // short convolution of q) does not keep them apart, and the loads of the
 // second weight's pointer move up to the group's launch. With the input
 // an argument as well, the state could be the input: no group.
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls=gemv-max-m=4 -split-input-file | FileCheck %s --check-prefix=ARG
+// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" -split-input-file | FileCheck %s --check-prefix=ARG
 // With weight-prefetch, each warp asks for its weight rows in L2 (two rows
 // of 256 floats: all 1 KB of each, far below the launch's budget), then
 // waits for the kernel before it.
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 weight-prefetch=true" -split-input-file | FileCheck %s --check-prefix=PF
+// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 weight-prefetch=true sm-count=1" -split-input-file | FileCheck %s --check-prefix=PF
 // PF-LABEL: func.func @projections
 // PF: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_pf__1x96x256_0_256_0_r2_pf blocks in (%c24,
 // PF: gpu.func @gemv_1x96x256_0_256_0_r2_pf__1x96x256_0_256_0_r2_pf

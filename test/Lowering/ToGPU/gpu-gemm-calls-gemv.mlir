@@ -1,5 +1,27 @@
-// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=gemv-max-m=4 | FileCheck %s
-// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 gemv-max-group=1" | FileCheck %s --check-prefix=SINGLE
+// With one SM's 32 warps as the target, these launches have warps enough
+// and keep k whole; the default (132 SMs) splits it (SPLIT, below).
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 gemv-max-group=1 sm-count=1" | FileCheck %s --check-prefix=SINGLE
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=gemv-max-m=4 | FileCheck %s --check-prefix=SPLIT
+
+// 96 rows of 2048 are 48 warps: far from 32 an SM on 132 SMs, so four warps
+// share each row pair, a quarter of k (512: four chunks, all in flight)
+// each; ceil(96 / (1 row group x 2 rows)) = 48 blocks. Their sums meet in
+// shared memory and the first warp of the group adds the four.
+// SPLIT-LABEL: func.func @decode_linear
+// SPLIT: gpu.launch_func  @kimi_gemv::@gemv_1x96x2048_0_2048_0_r2_s4 blocks in (%c48,
+// SPLIT: gpu.func @gemv_1x96x2048_0_2048_0_r2_s4
+// SPLIT: memref.get_global @gemv_1x96x2048_0_2048_0_r2_s4_sums : memref<8xf32, #gpu.address_space<workgroup>>
+// SPLIT: arith.remui
+// SPLIT-NOT: scf.for
+// SPLIT-COUNT-12: vector.load
+// SPLIT-COUNT-10: gpu.shuffle  xor
+// SPLIT: memref.store
+// SPLIT: memref.store
+// SPLIT: gpu.barrier
+// SPLIT-COUNT-4: memref.load
+// SPLIT-COUNT-4: memref.load
+// SPLIT: memref.store
 
 // A decode step's projection x W^T (one row, W as [N, K]) after its zero
 // fill: the fill goes and the product is one launch of the generated GEMV
@@ -106,7 +128,7 @@ func.func @stays_cublas(%a: memref<8x64xf32>, %b: memref<64x32xf32>, %c: memref<
 // SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
 // SINGLE: linalg.generic
 // SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
-// SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x16x256_0_256_0_r2 blocks
+// SINGLE: gpu.launch_func  @kimi_gemv::@gemv_1x16x256_0_256_0_r2_s2 blocks
 // CHECK-NOT: linalg.fill
 // CHECK-COUNT-2: memref.alloc() : memref<1x96xf32>
 // CHECK: memref.alloc() : memref<1x16xf32>
