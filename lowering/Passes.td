@@ -677,15 +677,7 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     and all m rows of A, in exact f32. Such a product's cost is reading B
     once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
-    way (the kernel stores rather than adds). With `weight-prefetch` (the
-    model target sets it with `--gpu-grid-dependencies`), when B is a
-    weight (a view of the weight table, which no entry writes), each warp
-    first asks the
-    copy engine for the leading part of its rows in L2
-    (`cp.async.bulk.prefetch`, 16 MB a launch in all) and only then waits
-    for the kernel before it (`griddepcontrol.wait`, placed by the kernel
-    itself): under programmatic dependent launch the weights travel while
-    that kernel finishes, instead of HBM idling between the two.
+    way (the kernel stores rather than adds).
 
     A launch with fewer rows than it takes to give every SM about 32 warps
     (a 2048 x 2048 projection: 1,024 warps, eight an SM, 1.5 TB/s under
@@ -721,18 +713,11 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
            "Multiprocessors of the target GPU (132: an H200): a GEMV launch "
            "splits k over up to four warps a row group while it has fewer "
            "than 32 warps an SM">,
-    Option<"weightPrefetch", "weight-prefetch", "bool", "false",
-           "GEMV kernels whose B is a weight prefetch it into L2 and then "
-           "wait for the kernel before them (griddepcontrol.wait); for "
-           "models whose kernels get programmatic dependent launch "
-           "(kimi-gpu-grid-dependencies)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect",
-    "::mlir::LLVM::LLVMDialect",
-    "::mlir::NVVM::NVVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
@@ -892,11 +877,9 @@ def KimiGpuGridDependencies
     each `gpu.module` with the unit attribute
     `kimi.waits_grid_dependencies`, which the GPU model target records in
     the artifact (`Kernel.waits_grid_dependencies`), and only then does the
-    runtime set the launch attribute (docs/runtime-abi.md). Kernels that
-    already wait somewhere are left as they are: a generator may place the
-    wait itself, after a prologue that touches only memory no kernel
-    writes (the GEMV kernel's prefetch of its weights into L2), so that
-    work overlaps the predecessor. Needs sm_90 or later (PTX ISA 7.8).
+    runtime set the launch attribute (docs/runtime-abi.md). Kernels already
+    beginning with the wait are left as they are. Needs sm_90 or later
+    (PTX ISA 7.8).
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

@@ -470,7 +470,6 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     spec.ldc = spec.m == 1 ? 0 : sc[c.m];
     spec.rowsPerWarp = spec.m <= 2 ? 2 : 1;
     spec.accumulate = !fill;
-    spec.prefetchB = weightPrefetch && isWeightView(viewRoot(op.getDpsInputs()[1]));
     std::string why;
     if (failed(kimi::gpu::verifyGemvKernelSpec(spec, why)))
       return std::nullopt;

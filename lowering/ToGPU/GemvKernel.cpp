@@ -27,7 +27,7 @@ std::string GemvKernelSpec::key() const {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
          "_" + std::to_string(lda) + "_" + std::to_string(ldb) + "_" +
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
-         (accumulate ? "_acc" : "") + (prefetchB ? "_pf" : "");
+         (accumulate ? "_acc" : "");
 }
 
 std::string GemvGroupSpec::key() const {
@@ -214,18 +214,6 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   Value sums = S > 1 ? e.sharedBuffer(module, (name + "_sums").str(),
                                       kGemvWarps * M * R, b.getF32Type())
                      : Value();
-  // A kernel that prefetches places the grid-dependency wait itself, after
-  // the prefetch, in every product's branch. Each row's prefetch is its
-  // leading part: the launch's budget shared by all its rows.
-  int64_t prefetchedRows = 0;
-  for (const GemvKernelSpec &p : group.products)
-    prefetchedRows += p.prefetchB ? p.n : 0;
-  const int64_t prefetchBytes =
-      prefetchedRows == 0
-          ? 0
-          : std::min(share * 4, std::max<int64_t>(512, kGemvPrefetchBudget /
-                                                            (prefetchedRows * S))) /
-                16 * 16;
 
   // One product over the blocks [0, gemvBlocks(spec)) of `blockIndex`.
   auto product = [&](const GemvKernelSpec &spec, Value B, Value C,
@@ -242,18 +230,6 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     for (int64_t r = 0; r < R; ++r) {
       row[r] = e.add(firstRow, e.idx(r));
       rowValid[r] = e.ult(row[r], e.idx(N));
-    }
-    if (prefetchBytes > 0) {
-      // Lane r asks for row r (rows past N are not read).
-      for (int64_t r = 0; spec.prefetchB && r < R; ++r) {
-        auto mine = scf::IfOp::create(
-            b, loc, e.andI(e.eq(lane, e.idx(r)), rowValid[r]), false);
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(&mine.getThenRegion().front());
-        e.prefetchL2(B, e.add(e.mul(row[r], e.idx(spec.ldb)), kStart),
-                     prefetchBytes);
-      }
-      e.waitForGridDependencies();
     }
     for (int64_t m = 0; m < M; ++m)
       for (int64_t r = 0; r < R; ++r) {

@@ -33,10 +33,6 @@ struct GemvKernelSpec {
   int64_t rowsPerWarp = 2;
   /// C += A B^T (the product accumulates onto C); else C = A B^T.
   bool accumulate = false;
-  /// B is a weight, which no kernel writes: the kernel asks for its rows
-  /// in L2 before it waits for the kernel before it (programmatic
-  /// dependent launch), so their transfer overlaps that kernel's end.
-  bool prefetchB = false;
 
   /// A key naming the specialisation (kernels are shared by equal specs).
   std::string key() const;
@@ -58,10 +54,7 @@ struct GemvGroupSpec {
 };
 
 inline constexpr int64_t kGemvThreads = 128;
-/// What one launch prefetches into L2 at most (of the H200's 50 MB): the
-/// rows' leading parts, so that a group larger than L2 does not evict its
-/// own prefetched lines before it reads them.
-inline constexpr int64_t kGemvPrefetchBudget = 16 << 20;
+
 inline constexpr int64_t kGemvWarps = kGemvThreads / 32;
 
 /// Blocks of the launch grid (of one product with `kSplit`; of a group,

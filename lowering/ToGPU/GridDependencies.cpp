@@ -4,8 +4,7 @@
 // gpu.module begins with `griddepcontrol.wait` (nothing it reads or writes
 // is touched before its prerequisite grids have completed and flushed) and
 // then `griddepcontrol.launch_dependents` (the next kernel may be scheduled
-// now, to wait in its own prologue rather than behind a launch), unless the
-// kernel places its wait itself.
+// now, to wait in its own prologue rather than behind a launch).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,17 +30,12 @@ struct KimiGpuGridDependencies
       for (auto func : module.getOps<gpu::GPUFuncOp>()) {
         if (!func.isKernel() || func.getBody().empty())
           continue;
-        // A kernel that places its wait itself (after reading what no
-        // kernel writes: the GEMV kernels' weight prefetch) keeps it; so
-        // the pass is idempotent too.
-        bool waits = func.walk([](NVVM::GriddepcontrolOp op) {
-                           return op.getKind() == NVVM::GridDepActionKind::wait
-                                      ? WalkResult::interrupt()
-                                      : WalkResult::advance();
-                         }).wasInterrupted();
-        if (waits)
-          continue;
-        OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+        Block &entry = func.getBody().front();
+        // Idempotent: a kernel that already starts with the wait keeps it.
+        if (auto first = dyn_cast<NVVM::GriddepcontrolOp>(entry.front()))
+          if (first.getKind() == NVVM::GridDepActionKind::wait)
+            continue;
+        OpBuilder b = OpBuilder::atBlockBegin(&entry);
         NVVM::GriddepcontrolOp::create(b, func.getLoc(),
                                        NVVM::GridDepActionKind::wait);
         NVVM::GriddepcontrolOp::create(

@@ -127,27 +127,6 @@ Value KernelEmitter::sharedPtr(Value memref, Value elementOffset, Type type) {
                              ValueRange{elementOffset});
 }
 
-void KernelEmitter::prefetchL2(Value memref, Value elementOffset, int64_t bytes) {
-  auto type = cast<MemRefType>(memref.getType());
-  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
-  Value byteOffset = mul(add(meta.getOffset(), elementOffset),
-                         idx(type.getElementTypeBitWidth() / 8));
-  Value address = arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                             add(base, byteOffset));
-  Value generic = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
-  Value global = LLVM::AddrSpaceCastOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), 1), generic);
-  NVVM::CpAsyncBulkPrefetchOp::create(b, loc, global, i32(bytes), Value());
-}
-
-void KernelEmitter::waitForGridDependencies() {
-  NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
-  NVVM::GriddepcontrolOp::create(b, loc,
-                                 NVVM::GridDepActionKind::launch_dependents);
-}
-
 Value KernelEmitter::load(Value memref, Value index) {
   return memref::LoadOp::create(b, loc, memref, ValueRange{index});
 }

@@ -102,15 +102,6 @@ public:
   mlir::Value sharedPtr(mlir::Value memref, mlir::Value elementOffset,
                         mlir::Type type);
 
-  /// `cp.async.bulk.prefetch.L2.global` of `bytes` (a multiple of 16) from
-  /// element `elementOffset` of `memref` (16-byte aligned there): one
-  /// thread asks the copy engine to bring a whole range into L2.
-  void prefetchL2(mlir::Value memref, mlir::Value elementOffset, int64_t bytes);
-  /// `griddepcontrol.wait` then `griddepcontrol.launch_dependents`: what
-  /// kimi-gpu-grid-dependencies puts at the start of a kernel that does not
-  /// place them itself.
-  void waitForGridDependencies();
-
   mlir::Value load(mlir::Value memref, mlir::Value index);
   void store(mlir::Value value, mlir::Value memref, mlir::Value index);
 

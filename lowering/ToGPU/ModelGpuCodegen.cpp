@@ -348,9 +348,6 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       gemm.precision = options.matmulPrecision;
       gemm.gemvMaxM = options.gemvMaxM;
       gemm.gemvMaxGroup = options.gemvMaxGroup;
-      // The prefetch pays only when a kernel may start before the one
-      // before it ends.
-      gemm.weightPrefetch = options.gridDependencies && options.weightPrefetch;
       gemm.smCount = options.smCount;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }

@@ -80,9 +80,6 @@ struct ModelGpuCodegenOptions {
   /// programmatic dependent launch and overlap its launch with the tail of
   /// the kernel before it. sm_90 and later.
   bool gridDependencies = true;
-  /// With gridDependencies: GEMV kernels prefetch their weights into L2
-  /// before their wait (kimi-gpu-gemm-calls{weight-prefetch}).
-  bool weightPrefetch = true;
   /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.
   bool cubin = true;
   /// When non-null: the module after kernel outlining (gpu dialect); the

@@ -278,13 +278,6 @@ cl::opt<bool> gpuGridDependencies(
              "(kimi-gpu-grid-dependencies; default on; =false: plain "
              "launches)"),
     cl::init(true), cl::cat(category));
-cl::opt<bool> gpuWeightPrefetch(
-    "gpu-weight-prefetch",
-    cl::desc("--target sm_90a models with --gpu-grid-dependencies: each GEMV "
-             "kernel asks for its weight rows in L2 before it waits for the "
-             "kernel before it, so they travel while that kernel ends "
-             "(kimi-gpu-gemm-calls{weight-prefetch}; default on)"),
-    cl::init(true), cl::cat(category));
 cl::opt<int64_t> gpuGemvMaxM(
     "gpu-gemv-max-m",
     cl::desc("--target sm_90a models: matrix products of at most this many "
@@ -517,7 +510,6 @@ int main(int argc, char **argv) {
         return fail("--gpu-gemv-max-group must be in 1..8");
       codegen.gemvMaxGroup = gpuGemvMaxGroup;
       codegen.gridDependencies = gpuGridDependencies;
-      codegen.weightPrefetch = gpuWeightPrefetch;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
       if (sortedExpertsMinTokens < 0)

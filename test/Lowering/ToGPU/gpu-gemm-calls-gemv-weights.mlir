@@ -7,25 +7,6 @@
 // second weight's pointer move up to the group's launch. With the input
 // an argument as well, the state could be the input: no group.
 // RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" -split-input-file | FileCheck %s --check-prefix=ARG
-// With weight-prefetch, each warp asks for its weight rows in L2 (two rows
-// of 256 floats: all 1 KB of each, far below the launch's budget), then
-// waits for the kernel before it.
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 weight-prefetch=true sm-count=1" -split-input-file | FileCheck %s --check-prefix=PF
-// PF-LABEL: func.func @projections
-// PF: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_pf__1x96x256_0_256_0_r2_pf blocks in (%c24,
-// PF: gpu.func @gemv_1x96x256_0_256_0_r2_pf__1x96x256_0_256_0_r2_pf
-// PF: scf.if
-// PF: nvvm.cp.async.bulk.prefetch %{{.*}}, %c1024_i32
-// PF: nvvm.cp.async.bulk.prefetch %{{.*}}, %c1024_i32
-// PF: nvvm.griddepcontrol wait
-// PF-NEXT: nvvm.griddepcontrol launch_dependents
-// PF: vector.load
-// PF: } else {
-// PF: nvvm.cp.async.bulk.prefetch
-// PF: nvvm.cp.async.bulk.prefetch
-// PF: nvvm.griddepcontrol wait
-// PF-NOT: nvvm.griddepcontrol wait
-// PF: gpu.return
 #x = affine_map<(t, n, k) -> (t, k)>
 #w = affine_map<(t, n, k) -> (n, k)>
 #o = affine_map<(t, n, k) -> (t, n)>

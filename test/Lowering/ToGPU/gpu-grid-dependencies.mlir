@@ -60,32 +60,3 @@ gpu.module @second {
     gpu.return
   }
 }
-
-// -----
-
-// A kernel that places its wait itself, after a prologue that reads only
-// what no kernel writes (the GEMV kernel's weight prefetch), keeps it
-// there: no second wait at the start.
-// CHECK-LABEL: gpu.module @placed attributes {kimi.waits_grid_dependencies}
-// CHECK:         gpu.func @k
-// CHECK-NEXT:    gpu.thread_id x
-// CHECK-NOT:     nvvm.griddepcontrol
-// CHECK:         scf.if
-// CHECK:         nvvm.griddepcontrol wait
-// CHECK-NEXT:    nvvm.griddepcontrol launch_dependents
-// CHECK-NOT:     nvvm.griddepcontrol
-gpu.module @placed {
-  gpu.func @k(%w: memref<256xf32>, %b: memref<256xf32>) kernel {
-    %t = gpu.thread_id x
-    %c0 = arith.constant 0 : index
-    %first = arith.cmpi eq, %t, %c0 : index
-    scf.if %first {
-      %v = memref.load %w[%t] : memref<256xf32>
-    }
-    nvvm.griddepcontrol wait
-    nvvm.griddepcontrol launch_dependents
-    %v = memref.load %w[%t] : memref<256xf32>
-    memref.store %v, %b[%t] : memref<256xf32>
-    gpu.return
-  }
-}
