@@ -113,7 +113,7 @@ MemRefType gemvBufferType(MLIRContext *ctx) {
 SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
                                        ArrayRef<WarpDotVector> vectors,
                                        ArrayRef<WarpDotRow> rows, int64_t K,
-                                       int64_t group, ArrayRef<Value> init) {
+                                       int64_t group) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   auto vec = VectorType::get({4}, b.getF32Type());
@@ -163,8 +163,7 @@ SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
   const int64_t full = ragged ? chunks - 1 : chunks;
   group = std::max<int64_t>(1, group);
   const int64_t groups = full / group;
-  SmallVector<Value> acc(init.begin(), init.end());
-  acc.resize(rows.size(), zeroVec);
+  SmallVector<Value> acc(rows.size(), zeroVec);
   if (groups > 0) {
     auto loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(groups), e.idx(1), acc);
     OpBuilder::InsertionGuard g(b);
@@ -222,27 +221,22 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     Value firstRow = e.mul(
         e.add(e.mul(blockIndex, e.idx(groupsPerBlock)), rowGroup), e.idx(R));
     // Rows past N read row N - 1 and are not stored.
-    SmallVector<Value> row(R), rowValid(R);
     SmallVector<WarpDotVector> x;
-    SmallVector<WarpDotRow> dots;
     for (int64_t m = 0; m < M; ++m)
       x.push_back({A, e.add(e.idx(m * spec.lda), kStart)});
+    SmallVector<Value> row(R), rowValid(R), rowBase(R);
     for (int64_t r = 0; r < R; ++r) {
       row[r] = e.add(firstRow, e.idx(r));
       rowValid[r] = e.ult(row[r], e.idx(N));
     }
+    for (int64_t r = 0; r < R; ++r)
+      rowBase[r] = e.add(e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb)),
+                         kStart);
+    // Every (m, r) pair: row r of B (loaded once) times row m of A.
+    SmallVector<WarpDotRow> dots;
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t r = 0; r < R; ++r) {
-        // The same Value per r, so each row of B is loaded once.
-        if (m == 0)
-          dots.push_back({B,
-                          e.add(e.mul(e.minu(row[r], e.idx(N - 1)),
-                                      e.idx(spec.ldb)),
-                                kStart),
-                          0});
-        else
-          dots.push_back({B, dots[r].base, static_cast<unsigned>(m)});
-      }
+      for (int64_t r = 0; r < R; ++r)
+        dots.push_back({B, rowBase[r], static_cast<unsigned>(m)});
     // Loads in flight per lane and group: group * (R + M) pieces of 16 bytes.
     SmallVector<Value> acc =
         emitWarpDotPartials(e, x, dots, share, R + M <= 3 ? 8 : 4);

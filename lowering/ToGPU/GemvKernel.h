@@ -96,12 +96,10 @@ struct WarpDotVector {
 /// every row and vector, `group` chunks c unrolled so that all their loads
 /// are in flight before the FMAs that use them; the last chunk of a ragged
 /// K is masked. A row that repeats another's buffer and base is loaded once.
-/// Returns each row's per-lane partial sums (vector<4xf32>), added to
-/// `init` when given.
+/// Returns each row's per-lane partial sums (vector<4xf32>).
 llvm::SmallVector<mlir::Value>
 emitWarpDotPartials(KernelEmitter &e, llvm::ArrayRef<WarpDotVector> vectors,
-                    llvm::ArrayRef<WarpDotRow> rows, int64_t K, int64_t group,
-                    llvm::ArrayRef<mlir::Value> init = {});
+                    llvm::ArrayRef<WarpDotRow> rows, int64_t K, int64_t group);
 
 /// The sum over the warp of a lane's value (a vector is reduced first):
 /// a butterfly, so every lane gets the total.

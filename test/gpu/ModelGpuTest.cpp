@@ -105,6 +105,15 @@ double relativeError(const std::vector<float> &got, const std::vector<float> &wa
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
+/// The largest relative error of any row of `width` values.
+double worstRowError(const std::vector<float> &got, const std::vector<float> &want,
+                     size_t width) {
+  double worst = 0;
+  for (size_t r = 0; r < got.size() / width; ++r)
+    worst = std::max(worst, relativeError(got, want, r * width, (r + 1) * width));
+  return worst;
+}
+
 class ModelGpu : public ::testing::TestWithParam<ModelCase> {
 protected:
   void SetUp() override {
@@ -403,9 +412,7 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   std::vector<float> got = run(*sg.value(), prompt, extra);
   ASSERT_EQ(want.size(), got.size());
   const size_t V = size_t(spec->model.vocabSize);
-  double worst = 0;
-  for (size_t r = 0; r < got.size() / V; ++r)
-    worst = std::max(worst, relativeError(got, want, r * V, (r + 1) * V));
+  const double worst = worstRowError(got, want, V);
   const Executable::CallTimes t = graphed.value()->callTimes();
   std::printf("[ graphs   ] %lld replays (%lld with the states in place), "
               "%lld captures; worst row %.3g%s%s\n",
@@ -435,10 +442,7 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
     ASSERT_TRUE(sm.isOk());
     std::vector<float> viaMemcpy = run(*sm.value(), prompt, extra);
     ASSERT_EQ(viaMemcpy.size(), want.size());
-    double worstMemcpy = 0;
-    for (size_t r = 0; r < viaMemcpy.size() / V; ++r)
-      worstMemcpy = std::max(worstMemcpy,
-                             relativeError(viaMemcpy, want, r * V, (r + 1) * V));
+    const double worstMemcpy = worstRowError(viaMemcpy, want, V);
     const Executable::CallTimes tk = memcpyCopied.value()->callTimes();
     std::printf("[ graphs   ] memcpy nodes: %lld replays in place; worst "
                 "row %.3g%s%s\n",
