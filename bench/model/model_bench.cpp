@@ -380,9 +380,12 @@ int main(int argc, char **argv) {
   if (mid.calls > 0)
     std::printf(", \"host_issue_ms_per_step\": %.3f, "
                 "\"device_wait_ms_per_step\": %.3f, \"graph_replays\": %lld, "
-                "\"graph_captures\": %lld",
+                "\"graph_captures\": %lld, \"graph_updates\": %lld, "
+                "\"graph_capture_ms\": %.3f, \"graph_instantiate_ms\": %.3f",
                 mid.issueMs / double(mid.calls), mid.waitMs / double(mid.calls),
-                (long long)mid.graphReplays, (long long)mid.graphCaptures);
+                (long long)mid.graphReplays, (long long)mid.graphCaptures,
+                (long long)mid.graphUpdates, mid.graphCaptureMs,
+                mid.graphInstantiateMs);
   std::printf("}");
   if (batch > 0) {
     double b = median(batchS);

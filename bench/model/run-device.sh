@@ -152,8 +152,9 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     def step(x):
         s = "b%s %.2f ms" % (x.get("batch"), x.get("ms_per_step_median", x.get("ms", 0)))
         if "ms_per_single_step_median" in x:
-            s += " (single step %.2f ms, %s replays, %s captures)" % (
-                x["ms_per_single_step_median"], x.get("graph_replays"), x.get("graph_captures"))
+            s += " (single step %.2f ms, %s replays, %s captures, %s updates, %.2f + %.2f ms capturing)" % (
+                x["ms_per_single_step_median"], x.get("graph_replays"), x.get("graph_captures"),
+                x.get("graph_updates"), x.get("graph_capture_ms", 0), x.get("graph_instantiate_ms", 0))
         return s
     ds = ", ".join(step(x) for x in d) if isinstance(d, list) else str(d)[:120]
     print("%-22s prefill %s: %s ms | %s" % (os.path.basename(f), p.get("tokens"), p.get("ms_median", p.get("ms")), ds))

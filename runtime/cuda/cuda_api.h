@@ -54,6 +54,15 @@ static_assert(sizeof(CudaMemcpy2D) == 128 &&
               "CUDA_MEMCPY2D layout (checked against CUDA 13's cuda.h)");
 constexpr int CU_MEMORYTYPE_DEVICE = 2;
 
+// CUgraphExecUpdateResultInfo of cuGraphExecUpdate (cuda.h's layout).
+struct CudaGraphExecUpdateResultInfo {
+  int result = 0; // CUgraphExecUpdateResult: 0 success, 2 topology changed, ...
+  void *errorNode = nullptr;
+  void *errorFromNode = nullptr;
+};
+static_assert(sizeof(CudaGraphExecUpdateResultInfo) == 24,
+              "CUgraphExecUpdateResultInfo layout (CUDA 13's cuda.h)");
+
 // CUlaunchAttribute / CUlaunchConfig of cuLaunchKernelEx (cuda.h's layout;
 // the value is a 64-byte union, of which the runtime sets one int).
 using CUlaunchAttributeID = int;
@@ -88,6 +97,7 @@ constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
 constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
+constexpr CUresult CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910;
 
 // CUjit_option
 constexpr CUjit_option CU_JIT_INFO_LOG_BUFFER = 3;

@@ -2,7 +2,9 @@
 
 #include "runtime/cuda/cuda_device.h"
 
+#include <chrono>
 #include <cstring>
+#include <utility>
 
 namespace kimi::rt {
 
@@ -250,7 +252,10 @@ StatusOr<float> CudaEvent::elapsedMs(const CudaEvent &start, const CudaEvent &en
 
 StatusOr<std::unique_ptr<CudaGraph>>
 CudaGraph::capture(const CudaDevice &device, const CudaStream &stream,
-                   const std::function<Status()> &enqueue, bool relaxed) {
+                   const std::function<Status()> &enqueue, bool relaxed,
+                   CudaGraph *previous) {
+  using Ms = std::chrono::duration<double, std::milli>;
+  const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<CudaGraph> graph(new CudaGraph());
   graph->device_ = &device;
   KIMI_CU(device, cuStreamBeginCapture, stream.handle(),
@@ -263,7 +268,25 @@ CudaGraph::capture(const CudaDevice &device, const CudaStream &stream,
       "cuStreamEndCapture");
   KIMI_RETURN_IF_ERROR(enqueued);
   KIMI_RETURN_IF_ERROR(ended);
-  KIMI_CU(device, cuGraphInstantiateWithFlags, &graph->exec_, graph->graph_, 0);
+  const auto captured = std::chrono::steady_clock::now();
+  graph->captureMs_ = Ms(captured - started).count();
+  if (previous && previous->exec_) {
+    // Same topology: the previous executable takes the new parameters
+    // (addresses, grids) in place of a new instantiation. A refusal
+    // (topology or node kinds changed) leaves it to be destroyed.
+    cuda::CudaGraphExecUpdateResultInfo info;
+    cuda::CUresult r = device.driver().cuGraphExecUpdate(previous->exec_,
+                                                         graph->graph_, &info);
+    if (r == cuda::CUDA_SUCCESS) {
+      graph->exec_ = std::exchange(previous->exec_, nullptr);
+      graph->updated_ = true;
+    } else if (r != cuda::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+      return device.driver().check(r, "cuGraphExecUpdate");
+    }
+  }
+  if (!graph->exec_)
+    KIMI_CU(device, cuGraphInstantiateWithFlags, &graph->exec_, graph->graph_, 0);
+  graph->instantiateMs_ = Ms(std::chrono::steady_clock::now() - captured).count();
   return graph;
 }
 
@@ -275,6 +298,9 @@ CudaGraph::~CudaGraph() {
 }
 
 Status CudaGraph::launch(const CudaStream &stream) const {
+  if (!exec_)
+    return failedPrecondition("launching a CUDA graph whose executable was given "
+                         "to a newer capture");
   KIMI_CU(*device_, cuGraphLaunch, exec_, stream.handle());
   return Status::ok();
 }

@@ -161,20 +161,34 @@ public:
   /// legacy default one) and instantiates it. Nothing runs during capture.
   /// `relaxed`: CU_STREAM_CAPTURE_MODE_RELAXED, which lets `enqueue`
   /// allocate device memory (cuMemAlloc) while capturing.
+  /// `previous`: a graph this capture replaces. When the two have the same
+  /// topology, its executable is updated to the new capture's parameters
+  /// (cuGraphExecUpdate, far cheaper than instantiating) and moves into the
+  /// result (updated() is true); `previous` is then left without one and
+  /// must not be launched.
   static StatusOr<std::unique_ptr<CudaGraph>>
   capture(const CudaDevice &device, const CudaStream &stream,
-          const std::function<Status()> &enqueue, bool relaxed = false);
+          const std::function<Status()> &enqueue, bool relaxed = false,
+          CudaGraph *previous = nullptr);
   ~CudaGraph();
   CudaGraph(const CudaGraph &) = delete;
   CudaGraph &operator=(const CudaGraph &) = delete;
   /// Replays the graph on `stream` (asynchronous).
   Status launch(const CudaStream &stream) const;
+  /// Whether the executable is `previous`'s, updated.
+  bool updated() const { return updated_; }
+  /// Host time of the capture (the enqueued work) and of instantiating or
+  /// updating the executable.
+  double captureMs() const { return captureMs_; }
+  double instantiateMs() const { return instantiateMs_; }
 
 private:
   CudaGraph() = default;
   const CudaDevice *device_ = nullptr;
   cuda::CUgraph graph_ = nullptr;
   cuda::CUgraphExec exec_ = nullptr;
+  bool updated_ = false;
+  double captureMs_ = 0, instantiateMs_ = 0;
 };
 
 struct Dim3 {

@@ -121,6 +121,10 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
   X(cuGraphInstantiateWithFlags,                                               \
     cuda::CUresult (*)(cuda::CUgraphExec *, cuda::CUgraph, unsigned long long), \
     "cuGraphInstantiateWithFlags")                                             \
+  X(cuGraphExecUpdate,                                                         \
+    cuda::CUresult (*)(cuda::CUgraphExec, cuda::CUgraph,                       \
+                       cuda::CudaGraphExecUpdateResultInfo *),                 \
+    "cuGraphExecUpdate_v2")                                                    \
   X(cuGraphLaunch, cuda::CUresult (*)(cuda::CUgraphExec, cuda::CUstream),      \
     "cuGraphLaunch")                                                           \
   X(cuGraphExecDestroy, cuda::CUresult (*)(cuda::CUgraphExec),                 \

@@ -1128,6 +1128,13 @@ Status GpuModelExecutable::runCarried(
 
 struct GpuModelExecutable::CapturedCall {
   std::string key;
+  /// The key without addresses and cache paddings: a call of the same
+  /// signature may replace this one (update its executable).
+  std::string signature;
+  /// The blocks of the inputs read in place (caches, states), by input;
+  /// empty for staged inputs. Once each has expired or is the new call's,
+  /// no other sequence can replay this graph.
+  std::vector<std::weak_ptr<DeviceBlock>> inPlaceBlocks;
   /// The graph's own memory: the inputs copied in, every temporary and
   /// output of the captured call (reused within it in stream order).
   std::unique_ptr<DeviceAllocator> pool;
@@ -1174,8 +1181,10 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   // The key: each cache by address and padded rows, each state updated in
   // place by address, the rest by shape.
   std::string key = entry.name + (profile.on ? "|profiled" : "");
+  std::string signature = key;
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   std::vector<cuda::CUdeviceptr> byReference(inputs.size(), 0);
+  std::vector<std::shared_ptr<DeviceBlock>> referenced(inputs.size());
   std::vector<size_t> inPlace; // inputs whose state output is written over them
   for (size_t i = 0; i < inputs.size(); ++i) {
     const CarriedTensor *t = inputs[i];
@@ -1185,6 +1194,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     shapes[i] = t->shape();
     if (entry.inputs[i].role != TensorRole::kCache) {
       key += "|" + shapeToString(shapes[i]);
+      signature += "|" + shapeToString(shapes[i]);
       // A donated state that nothing else views (the tensor alone holds its
       // block) is read where it is, and the graph ends by copying the new
       // state over it: a replay then copies no state in or out.
@@ -1198,6 +1208,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
           std::find(byReference.begin(), byReference.end(), dt->data()) ==
               byReference.end()) {
         byReference[i] = dt->data();
+        referenced[i] = dt->block();
         inPlace.push_back(i);
         key += "@" + std::to_string(dt->data());
       }
@@ -1217,7 +1228,9 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       return false;
     shapes[i][1] = padded;
     byReference[i] = dt.data();
+    referenced[i] = dt.block();
     key += "|" + std::to_string(dt.data()) + "x" + std::to_string(padded);
+    signature += "|cache";
   }
 
   const CudaDriver &d = device_->driver();
@@ -1227,9 +1240,41 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   if (found != captured_.end()) {
     captured_.splice(captured_.begin(), captured_, found);
   } else {
+    // A graph of the same signature whose caches and states are gone or are
+    // this call's (the sequence's previous bucket, or a sequence since
+    // dropped) is replaced: the capture takes its memory and, when the
+    // kernels are the same, updates its executable instead of
+    // instantiating a new one. The least recently used such graph goes.
+    auto replaceable = [&](const CapturedCall &c) {
+      if (c.signature != signature)
+        return false;
+      for (size_t i = 0; i < c.inPlaceBlocks.size(); ++i) {
+        std::shared_ptr<DeviceBlock> b = c.inPlaceBlocks[i].lock();
+        if (b && b != referenced[i])
+          return false;
+      }
+      return true;
+    };
+    std::unique_ptr<CapturedCall> replaced;
+    auto victim = std::find_if(captured_.rbegin(), captured_.rend(),
+                               [&](const auto &c) { return replaceable(*c); });
+    if (victim != captured_.rend()) {
+      replaced = std::move(*victim);
+      captured_.erase(std::next(victim).base());
+    }
     auto call = std::make_unique<CapturedCall>();
     call->key = key;
-    call->pool = std::make_unique<DeviceAllocator>(*device_);
+    call->signature = signature;
+    for (const std::shared_ptr<DeviceBlock> &b : referenced)
+      call->inPlaceBlocks.push_back(b);
+    if (replaced) {
+      // Nothing of the replaced graph runs again: all its memory is free,
+      // and the same allocations find the same blocks.
+      call->pool = std::move(replaced->pool);
+      call->pool->releaseAll();
+    } else {
+      call->pool = std::make_unique<DeviceAllocator>(*device_);
+    }
     call->pool->setPoison(allocator_->poison());
     MemRefStruct args(ranksOf(entry.inputs)), results(ranksOf(entry.outputs));
     std::vector<void *> argPointers;
@@ -1321,7 +1366,8 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
                 *stream_, segmentTable, uint32_t(segments.size()), largest));
           return Status::ok();
         },
-        /*relaxed=*/true); // the call allocates from the pool
+        /*relaxed=*/true, // the call allocates from the pool
+        replaced ? replaced->graph.get() : nullptr);
     profile.inGraph = false;
     std::swap(profile.events, call->events);
     std::swap(profile.pending, call->timed);
@@ -1361,10 +1407,13 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       return false;
     }
     call->graph = std::move(graph.value());
+    times.graphCaptures += 1;
+    times.graphUpdates += call->graph->updated() ? 1 : 0;
+    times.graphCaptureMs += call->graph->captureMs();
+    times.graphInstantiateMs += call->graph->instantiateMs();
     captured_.push_front(std::move(call));
     while (captured_.size() > maxGraphs_)
       captured_.pop_back();
-    times.graphCaptures += 1;
   }
   CapturedCall &call = *captured_.front();
 

@@ -87,6 +87,12 @@ public:
     double issueMs = 0, waitMs = 0;
     /// Calls replayed as a CUDA graph, and graphs captured (GPU models).
     int64_t graphReplays = 0, graphCaptures = 0;
+    /// Captures that updated the executable of a graph they replace (same
+    /// kernels, new addresses or grids) instead of instantiating one.
+    int64_t graphUpdates = 0;
+    /// Host time of the captures: enqueueing the call's work, and
+    /// instantiating or updating the executables.
+    double graphCaptureMs = 0, graphInstantiateMs = 0;
     /// Replays that updated donated states in place (no state copied in or
     /// out by the host).
     int64_t statesInPlace = 0;

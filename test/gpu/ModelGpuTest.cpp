@@ -415,14 +415,18 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   const double worst = worstRowError(got, want, V);
   const Executable::CallTimes t = graphed.value()->callTimes();
   std::printf("[ graphs   ] %lld replays (%lld with the states in place), "
-              "%lld captures; worst row %.3g%s%s\n",
+              "%lld captures (%lld updating the graph they replace); worst "
+              "row %.3g%s%s\n",
               (long long)t.graphReplays, (long long)t.statesInPlace,
-              (long long)t.graphCaptures, worst,
+              (long long)t.graphCaptures, (long long)t.graphUpdates, worst,
               graphed.value()->graphFailure().empty() ? "" : "; ",
               graphed.value()->graphFailure().c_str());
   EXPECT_TRUE(graphed.value()->graphFailure().empty())
       << graphed.value()->graphFailure();
   EXPECT_GE(t.graphCaptures, 5);
+  // Each new bucket of the one sequence replaces its previous graph: the
+  // same kernels, so the executable is updated, not instantiated again.
+  EXPECT_GE(t.graphUpdates, 4);
   EXPECT_GE(t.graphReplays, 30);
   // The session donates its states (no snapshot holds them yet), so the
   // replays update them in place instead of copying them through the host.
@@ -465,6 +469,24 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   ASSERT_TRUE(sg.value()->restoreState(snap.value()).isOk());
   std::vector<float> again = run(*sg.value(), {}, {extra[0], extra[1], extra[2]});
   EXPECT_LT(relativeError(again, more, 0, more.size()), 1e-6);
+
+  // A new sequence after the first is dropped: its graphs replace the
+  // dropped sequence's (whose caches and states are gone) by updating their
+  // executables, and decode the same tokens to the same logits.
+  sg = Session::create(graphed.value());
+  snap = failedPrecondition("dropped");
+  ASSERT_TRUE(sg.isOk());
+  const int64_t updatesBefore = graphed.value()->callTimes().graphUpdates;
+  std::vector<float> second = run(*sg.value(), prompt, extra);
+  ASSERT_EQ(second.size(), want.size());
+  const double worstSecond = worstRowError(second, want, V);
+  const int64_t updates = graphed.value()->callTimes().graphUpdates - updatesBefore;
+  std::printf("[ graphs   ] second sequence: %lld updates; worst row %.3g\n",
+              (long long)updates, worstSecond);
+  EXPECT_TRUE(graphed.value()->graphFailure().empty())
+      << graphed.value()->graphFailure();
+  EXPECT_GE(updates, 5);
+  EXPECT_LT(worstSecond, 1e-5);
 }
 
 TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
