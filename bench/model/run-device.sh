@@ -99,7 +99,9 @@ if [ -n "$ncu" ]; then
   python3 - "$out/ncu-$ncu.csv" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows or "Kernel Name" not in rows[0]:
+# The bench's JSON comes first; its lines may have many commas too.
+rows = rows[next((i for i, r in enumerate(rows) if "Kernel Name" in r), len(rows)):]
+if not rows:
     print("ncu: no kernel rows"); sys.exit(0)
 h = rows[0]; k = h.index("Kernel Name"); v = h.index("Metric Value"); u = h.index("Metric Unit")
 by = collections.defaultdict(lambda: [0, 0.0])

@@ -88,24 +88,19 @@ struct MlaDecodeEmitter {
     Value v = vec4(memref, e.select(valid, at, e.idx(0)));
     return e.select(valid, v, zeros4());
   }
-  /// `inFirst ? first[atFirst] : second[atSecond]`, zeros unless `valid`.
+  /// `inFirst ? first[atFirst] : second[atSecond]`, zeros unless `valid`:
+  /// one load from the chosen buffer (a select, not a branch, so that the
+  /// loads of a tile stay in flight together).
   Value eitherVec4(Value inFirst, Value first, Value atFirst, Value second,
                    Value atSecond, Value valid) {
-    auto type = VectorType::get({4}, e.b.getF32Type());
-    auto pick = scf::IfOp::create(e.b, e.loc, TypeRange{type}, inFirst, true);
-    {
-      OpBuilder::InsertionGuard g(e.b);
-      e.b.setInsertionPointToStart(&pick.getThenRegion().front());
-      scf::YieldOp::create(e.b, e.loc, guardedVec4(first, atFirst, valid));
-      e.b.setInsertionPointToStart(&pick.getElseRegion().front());
-      scf::YieldOp::create(e.b, e.loc, guardedVec4(second, atSecond, valid));
-    }
-    return pick.getResult(0);
+    Value from = e.select(inFirst, first, second);
+    return guardedVec4(from, e.select(inFirst, atFirst, atSecond), valid);
   }
 
   /// Fills rows [0, rows) of the f16 tile from f32 pieces of four:
-  /// `source(row, col)` gives the piece (zeros where invalid). All loads of
-  /// a thread are issued before its first store.
+  /// `source(row, col)` gives the piece (zeros where invalid). A thread
+  /// issues all its loads before it converts the first piece: a conversion
+  /// waits for its load, and one between two loads would serialise them.
   void stage(Value tile, int64_t rows, Value tid,
              const std::function<Value(Value, Value)> &source) {
     OpBuilder &b = e.b;
@@ -120,9 +115,10 @@ struct MlaDecodeEmitter {
       Value p = exists ? e.select(exists, piece, e.idx(0)) : piece;
       Value row = e.divu(p, e.idx(perRow));
       Value col = e.mul(e.remu(p, e.idx(perRow)), e.idx(4));
-      Value v = arith::TruncFOp::create(b, e.loc, halfType, source(row, col));
-      loaded.push_back({v, e.add(e.mul(row, e.idx(ld)), col), exists});
+      loaded.push_back({source(row, col), e.add(e.mul(row, e.idx(ld)), col), exists});
     }
+    for (StagedPiece &piece : loaded)
+      piece.value = arith::TruncFOp::create(b, e.loc, halfType, piece.value);
     storeStaged(e, loaded, tile, 8);
   }
 
@@ -372,15 +368,27 @@ struct MlaDecodeEmitter {
     return r;
   }
 
+  /// The combine: block (column group, row, sequence) sums its kColumns
+  /// latent columns of one query row over the splits. Each of the block's
+  /// kGroups thread groups takes every kGroups-th split, kUnroll splits a
+  /// trip with their loads issued together, and the groups meet in shared
+  /// memory in order. The first trip's loads go out before the split maxima
+  /// and sums are read and reduced, so that both wait for memory at once.
   void emitCombine(mlir::gpu::GPUModuleOp module, StringRef name, Value acc,
                    Value mIn, Value lIn, Value mixed, Value TH, Value splits) {
     OpBuilder &b = e.b;
     Type f32 = b.getF32Type();
+    constexpr int64_t kColumns = kMlaDecodeCombineColumns;
+    constexpr int64_t kGroups = kMlaDecodeThreads / kColumns;
+    constexpr int64_t kUnroll = 8;
+    constexpr int64_t kPerThread = kMlaDecodeMaxSplits / kMlaDecodeThreads;
+    static_assert(kMlaDecodeMaxSplits % kMlaDecodeThreads == 0 &&
+                      kMlaDecodeThreads % kColumns == 0,
+                  "the combine's split and column shares must divide evenly");
     Value weights = e.sharedBuffer(module, (name + "_weights").str(),
                                    kMlaDecodeMaxSplits, f32);
     Value maxScratch = e.sharedBuffer(module, (name + "_max").str(), kWarps, f32);
     Value sumScratch = e.sharedBuffer(module, (name + "_sum").str(), kWarps, f32);
-    constexpr int64_t groups = kMlaDecodeThreads / kMlaDecodeCombineColumns;
     Value parts = e.sharedBuffer(module, (name + "_parts").str(),
                                  kMlaDecodeThreads, f32);
     Value tid = e.threadId(), lane = e.laneId();
@@ -393,85 +401,90 @@ struct MlaDecodeEmitter {
     // Partial row of split s: (seq * splits + s) * padded + r.
     Value rowOf0 = e.add(e.mul(e.mul(seq, splits), padded), r);
     auto partRow = [&](Value split) { return e.add(rowOf0, e.mul(split, padded)); };
-    Value step = e.idx(kMlaDecodeThreads);
 
-    // The largest split max, then each split's weight exp2(m_s - m) and the
-    // weighted sum of the row sums.
-    auto maxLoop = scf::ForOp::create(b, e.loc, tid, splits, step,
-                                      ValueRange{e.f32(-1e30)});
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(maxLoop.getBody());
-      Value m = e.load(mIn, partRow(maxLoop.getInductionVar()));
-      scf::YieldOp::create(b, e.loc, e.fmax(maxLoop.getRegionIterArgs()[0], m));
-    }
-    Value mAll = blockReduce(maxLoop.getResult(0), maxScratch, lane, warp, true);
-    auto sumLoop = scf::ForOp::create(b, e.loc, tid, splits, step,
-                                      ValueRange{e.f32(0.0)});
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(sumLoop.getBody());
-      Value sIdx = sumLoop.getInductionVar();
-      Value w = math::Exp2Op::create(b, e.loc,
-                                     e.fsub(e.load(mIn, partRow(sIdx)), mAll));
-      e.store(w, weights, sIdx);
-      scf::YieldOp::create(
-          b, e.loc,
-          e.fadd(sumLoop.getRegionIterArgs()[0], e.fmul(w, e.load(lIn, partRow(sIdx)))));
-    }
-    Value lAll = blockReduce(sumLoop.getResult(0), sumScratch, lane, warp, false);
-
-    // Group gi of the block sums splits gi, gi + 4, ... of its column,
-    // four loads in flight per trip.
-    Value gi = e.divu(tid, e.idx(kMlaDecodeCombineColumns));
-    Value c = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x),
-                          e.idx(kMlaDecodeCombineColumns)),
-                    e.remu(tid, e.idx(kMlaDecodeCombineColumns)));
-    Value inRow = R % kMlaDecodeCombineColumns ? e.ult(c, e.idx(R)) : Value();
+    Value gi = e.divu(tid, e.idx(kColumns));
+    Value c = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kColumns)),
+                    e.remu(tid, e.idx(kColumns)));
+    Value inRow = R % kColumns ? e.ult(c, e.idx(R)) : Value();
     Value col = inRow ? e.select(inRow, c, e.idx(0)) : c;
-    constexpr int64_t unroll = 4;
-    Value full = e.mul(e.divu(splits, e.idx(groups * unroll)), e.idx(groups * unroll));
-    auto term = [&](Value sIdx, Value sum) {
-      Value x = e.load(acc, e.add(e.mul(partRow(sIdx), e.idx(R)), col));
-      return e.fadd(sum, e.fmul(e.load(weights, sIdx), x));
+
+    // One trip: this group's splits base + gi + u kGroups, loads first
+    // (clamped to split 0 past the end, and weighted by zero there).
+    struct Term {
+      Value valid, split, x;
     };
-    auto mainLoop = scf::ForOp::create(b, e.loc, e.idx(0), full,
-                                       e.idx(groups * unroll), ValueRange{e.f32(0.0)});
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(mainLoop.getBody());
-      Value base = e.add(mainLoop.getInductionVar(), gi);
-      SmallVector<Value> xs, ws;
-      for (int64_t u = 0; u < unroll; ++u) {
-        Value sIdx = e.add(base, e.idx(u * groups));
-        xs.push_back(e.load(acc, e.add(e.mul(partRow(sIdx), e.idx(R)), col)));
-        ws.push_back(e.load(weights, sIdx));
+    auto tripLoads = [&](Value base) {
+      SmallVector<Term> terms;
+      for (int64_t u = 0; u < kUnroll; ++u) {
+        Value sIdx = e.add(base, e.add(gi, e.idx(u * kGroups)));
+        Value valid = e.ult(sIdx, splits);
+        Value at = e.select(valid, sIdx, e.idx(0));
+        terms.push_back(
+            {valid, at, e.load(acc, e.add(e.mul(partRow(at), e.idx(R)), col))});
       }
-      Value sum = mainLoop.getRegionIterArgs()[0];
-      for (int64_t u = 0; u < unroll; ++u)
-        sum = e.fadd(sum, e.fmul(ws[u], xs[u]));
-      scf::YieldOp::create(b, e.loc, sum);
+      return terms;
+    };
+    auto tripSum = [&](ArrayRef<Term> terms, Value sum) {
+      for (const Term &t : terms)
+        sum = e.fadd(sum, e.select(t.valid,
+                                   e.fmul(e.load(weights, t.split), t.x),
+                                   e.f32(0.0)));
+      return sum;
+    };
+    SmallVector<Term> first = tripLoads(e.idx(0));
+
+    // Every split's max and sum (thread t holds splits t, t + 256, ...),
+    // the largest max, each split's weight exp2(m_s - m) and the weighted
+    // sum of the row sums.
+    SmallVector<Value> mine, ms, ls;
+    Value localMax = e.f32(-1e30);
+    for (int64_t q = 0; q < kPerThread; ++q) {
+      Value sIdx = e.add(tid, e.idx(q * kMlaDecodeThreads));
+      Value valid = e.ult(sIdx, splits);
+      Value at = partRow(e.select(valid, sIdx, e.idx(0)));
+      mine.push_back(valid);
+      ms.push_back(e.select(valid, e.load(mIn, at), e.f32(-1e30)));
+      ls.push_back(e.select(valid, e.load(lIn, at), e.f32(0.0)));
     }
-    auto restLoop = scf::ForOp::create(b, e.loc, e.add(full, gi), splits,
-                                       e.idx(groups), ValueRange{mainLoop.getResult(0)});
+    for (Value m : ms)
+      localMax = e.fmax(localMax, m);
+    Value mAll = blockReduce(localMax, maxScratch, lane, warp, true);
+    Value localSum = e.f32(0.0);
+    for (int64_t q = 0; q < kPerThread; ++q) {
+      Value w = math::Exp2Op::create(b, e.loc, e.fsub(ms[q], mAll));
+      auto owned = scf::IfOp::create(b, e.loc, mine[q], false);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&owned.getThenRegion().front());
+        e.store(w, weights, e.add(tid, e.idx(q * kMlaDecodeThreads)));
+      }
+      localSum = e.fadd(localSum, e.select(mine[q], e.fmul(w, ls[q]), e.f32(0.0)));
+    }
+    // Its barrier also publishes the weights.
+    Value lAll = blockReduce(localSum, sumScratch, lane, warp, false);
+
+    Value sum = tripSum(first, e.f32(0.0));
+    constexpr int64_t perTrip = kGroups * kUnroll;
+    auto rest = scf::ForOp::create(b, e.loc, e.idx(perTrip), splits,
+                                   e.idx(perTrip), ValueRange{sum});
     {
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(restLoop.getBody());
+      b.setInsertionPointToStart(rest.getBody());
+      SmallVector<Term> terms = tripLoads(rest.getInductionVar());
       scf::YieldOp::create(b, e.loc,
-                           term(restLoop.getInductionVar(),
-                                restLoop.getRegionIterArgs()[0]));
+                           tripSum(terms, rest.getRegionIterArgs()[0]));
     }
-    e.store(restLoop.getResult(0), parts, tid);
+    e.store(rest.getResult(0), parts, tid);
     e.barrier();
-    Value write = e.ult(tid, e.idx(kMlaDecodeCombineColumns));
+    Value write = e.ult(tid, e.idx(kColumns));
     if (inRow)
       write = e.andI(write, inRow);
     auto writer = scf::IfOp::create(b, e.loc, write, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&writer.getThenRegion().front());
     Value total = e.load(parts, tid);
-    for (int64_t k = 1; k < groups; ++k)
-      total = e.fadd(total, e.load(parts, e.add(tid, e.idx(k * kMlaDecodeCombineColumns))));
+    for (int64_t k = 1; k < kGroups; ++k)
+      total = e.fadd(total, e.load(parts, e.add(tid, e.idx(k * kColumns))));
     Value positive = arith::CmpFOp::create(b, e.loc, arith::CmpFPredicate::OGT,
                                            lAll, e.f32(0.0));
     Value out = e.select(positive, e.fdiv(total, lAll), e.f32(0.0));

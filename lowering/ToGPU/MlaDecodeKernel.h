@@ -59,8 +59,9 @@ inline constexpr int64_t kMlaDecodeTileKeys = 32;
 inline constexpr int64_t kMlaDecodeRows = 16;
 /// The combine kernel keeps one weight per split in shared memory.
 inline constexpr int64_t kMlaDecodeMaxSplits = 1024;
-/// Latent columns per combine block.
-inline constexpr int64_t kMlaDecodeCombineColumns = 64;
+/// Latent columns per combine block (its 256 threads are 16 groups of 16,
+/// each group a share of the splits).
+inline constexpr int64_t kMlaDecodeCombineColumns = 16;
 
 /// Checks what the generators support; `why` names the field at fault.
 llvm::LogicalResult verifyMlaDecodeShape(const MlaDecodeShape &shape,
@@ -75,7 +76,7 @@ mlir::gpu::GPUFuncOp emitMlaDecodeSplitKernel(mlir::OpBuilder &b,
                                               llvm::StringRef name,
                                               const MlaDecodeShape &shape);
 
-/// Emits the combine kernel: grid (ceil(R / 64), T H, B), block 256.
+/// Emits the combine kernel: grid (ceil(R / 16), T H, B), block 256.
 /// Arguments: acc, m, l, mixed (memref<?xf32>), then T H, splits (index).
 mlir::gpu::GPUFuncOp emitMlaDecodeCombineKernel(mlir::OpBuilder &b,
                                                 mlir::Location loc,

@@ -63,7 +63,8 @@ func.func @whole_sequence(%q: tensor<2x?x4x48xf32>, %ckv: tensor<2x?x64xf32>, %k
 // kernel (grid: splits, ceil(T H / 16), B) and the combine kernel, and W_uv
 // is linalg again. Without lengths every cache row is a key. Splits: as
 // many as fill the 132 SMs once with the B * ceil(T H / 16) blocks of a
-// split (at least 64 keys each).
+// split (at least 64 keys each). The combine takes 16 latent columns a
+// block (four blocks for the 64-wide latent).
 // CHECK-LABEL: func.func @decode
 // CHECK-NOT: kimi.mla_decode
 // CHECK: linalg.generic
@@ -73,7 +74,7 @@ func.func @whole_sequence(%q: tensor<2x?x4x48xf32>, %ckv: tensor<2x?x64xf32>, %k
 // CHECK: %[[N:.*]] = arith.ceildivui %{{.*}}, %[[KPS]] : index
 // CHECK: %[[SPLITS:.*]] = arith.maxui %[[N]], %c1
 // CHECK: gpu.launch_func  @kimi_mla::@mla_decode_split_0 blocks in (%[[SPLITS]], %{{.*}}, %c1{{.*}}) threads in (%c256{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, %c1{{.*}} : index, %{{.*}} : index, %{{.*}} : index, %[[SPLITS]] : index)
-// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_combine_0 blocks in (%c1{{.*}}, %{{.*}}, %c1{{.*}}) threads in (%c256{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %[[SPLITS]] : index)
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_combine_0 blocks in (%c4{{.*}}, %{{.*}}, %c1{{.*}}) threads in (%c256{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %[[SPLITS]] : index)
 // CHECK: linalg.generic
 // CHECK: gpu.func @mla_decode_split_0
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
@@ -170,15 +171,15 @@ func.func @bf16(%q: tensor<1x64x4x48xbf16>, %cache: tensor<1x?x80xbf16>, %kvb: t
 // -----
 
 // K3's decode step: 96 heads are six 16-row tiles of the split kernel's
-// grid, so 132 / 6 = 22 splits fill the SMs; the latent is 512 wide (eight
-// combine blocks of 64 columns).
+// grid, so 132 / 6 = 22 splits fill the SMs; the latent is 512 wide (32
+// combine blocks of 16 columns).
 // CHECK-LABEL: func.func @k3_decode
 // CHECK-NOT: kimi.cache_insert
 // CHECK: %[[ROWTILES:.*]] = arith.ceildivui %{{.*}}, %c16{{.*}} : index
 // CHECK: %[[BLOCKS:.*]] = arith.muli %c1{{.*}}, %[[ROWTILES]] : index
 // CHECK: arith.divui %c132, %[[BLOCKS]] : index
 // CHECK: gpu.launch_func  @kimi_mla::@mla_decode_split_0 blocks in (%{{.*}}, %{{.*}}, %c1{{.*}})
-// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_combine_0 blocks in (%c8{{.*}}, %{{.*}}, %c1{{.*}})
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_combine_0 blocks in (%c32{{.*}}, %{{.*}}, %c1{{.*}})
 func.func @k3_decode(%q: tensor<1x1x96x192xf32>, %cache: tensor<1x?x576xf32>, %row: tensor<1x1x576xf32>,
                      %kvb: tensor<24576x512xf32>, %gate: tensor<1x1x96x128xf32>, %len: tensor<1xi32>) -> tensor<1x1x96x128xf32> {
   %grown = kimi.cache_insert %row into %cache lengths %len : (tensor<1x?x576xf32>, tensor<1x1x576xf32>, tensor<1xi32>) -> tensor<1x?x576xf32>
