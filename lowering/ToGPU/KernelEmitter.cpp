@@ -127,6 +127,37 @@ Value KernelEmitter::sharedPtr(Value memref, Value elementOffset, Type type) {
                              ValueRange{elementOffset});
 }
 
+namespace {
+/// The `!llvm.ptr<1>` to element `elementOffset` of the global `memref`.
+Value globalPtr(OpBuilder &b, Location loc, Value memref, Value elementOffset) {
+  auto type = cast<MemRefType>(memref.getType());
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  Value elements = arith::AddIOp::create(b, loc, meta.getOffset(), elementOffset);
+  Value bytes = arith::MulIOp::create(
+      b, loc, elements,
+      arith::ConstantIndexOp::create(b, loc, type.getElementTypeBitWidth() / 8));
+  Value address = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, bytes));
+  Value generic = LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+  return LLVM::AddrSpaceCastOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), 1), generic);
+}
+} // namespace
+
+void KernelEmitter::prefetchL1(Value memref, Value elementOffset) {
+  NVVM::PrefetchOp::create(
+      b, loc, NVVM::PrefetchCacheLevelAttr::get(b.getContext(), NVVM::PrefetchCacheLevel::L1),
+      /*evictPriority=*/nullptr, globalPtr(b, loc, memref, elementOffset),
+      /*predicate=*/Value());
+}
+
+void KernelEmitter::prefetchL2(Value memref, Value elementOffset, Value bytes) {
+  NVVM::CpAsyncBulkPrefetchOp::create(
+      b, loc, globalPtr(b, loc, memref, elementOffset), bytes, Value());
+}
+
 Value KernelEmitter::load(Value memref, Value index) {
   return memref::LoadOp::create(b, loc, memref, ValueRange{index});
 }

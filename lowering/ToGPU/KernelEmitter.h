@@ -102,6 +102,16 @@ public:
   mlir::Value sharedPtr(mlir::Value memref, mlir::Value elementOffset,
                         mlir::Type type);
 
+  /// `prefetch.global.L1` of the line holding element `elementOffset` of
+  /// the global `memref`: a hint with no result register, so a kernel whose
+  /// loads the compiler serialises (too few registers to keep them in
+  /// flight) can still have the lines on their way, or already in L1.
+  void prefetchL1(mlir::Value memref, mlir::Value elementOffset);
+  /// `cp.async.bulk.prefetch.L2.global` of `bytes` (i32, a multiple of 16)
+  /// from element `elementOffset` of `memref` (16-byte aligned there): one
+  /// thread asks the copy engine to bring a whole range into L2.
+  void prefetchL2(mlir::Value memref, mlir::Value elementOffset, mlir::Value bytes);
+
   mlir::Value load(mlir::Value memref, mlir::Value index);
   void store(mlir::Value value, mlir::Value memref, mlir::Value index);
 

@@ -122,6 +122,25 @@ struct MlaDecodeEmitter {
     storeStaged(e, loaded, tile, 8);
   }
 
+  /// `prefetch.global.L1` of the 128-byte lines of elements [start, start
+  /// + count) of `buffer` (f32), the block's threads a line each in turn;
+  /// `most` bounds `count`. Lines past the range are not fetched (the
+  /// buffer's first line is named instead: a prefetch outside the buffer
+  /// could name unmapped memory).
+  void prefetchRangeL1(Value buffer, Value start, Value count, int64_t most,
+                       Value tid) {
+    constexpr int64_t kLine = 32; // f32 elements of a 128-byte line
+    const int64_t trips =
+        ((most + kLine - 1) / kLine + kMlaDecodeThreads - 1) / kMlaDecodeThreads;
+    Value lines = e.divu(e.add(count, e.idx(kLine - 1)), e.idx(kLine));
+    for (int64_t i = 0; i < trips; ++i) {
+      Value line = e.add(tid, e.idx(i * kMlaDecodeThreads));
+      Value at = e.select(e.ult(line, lines),
+                          e.add(start, e.mul(line, e.idx(kLine))), e.idx(0));
+      e.prefetchL1(buffer, at);
+    }
+  }
+
   void emitSplit(mlir::gpu::GPUModuleOp module, StringRef name, Value qa,
                  Value q, Value cache, Value rows, Value lengths, Value accOut,
                  Value mOut, Value lOut, Value T, Value S, Value Tr, Value kps,
@@ -158,8 +177,43 @@ struct MlaDecodeEmitter {
                          e.idx(kMlaDecodeTileKeys));
     Value shift = e.sub(keys, T); // query t sees keys p <= shift + t
 
-    // The block's 16 query rows [qa | q_pe] -> shared -> A fragments.
+    // Prefetches. With 230 registers a thread, the compiler keeps one
+    // 16-byte load of a tile's staging in flight at a time (each waits for
+    // memory before the next issues), so the lines are brought in ahead:
+    // the split's cache rows into L2 at once (one bulk request), the query
+    // rows and the first tile into L1 now, each next tile into L1 while the
+    // block works on the one before.
     Value row0 = e.mul(rowTile, e.idx(kMlaDecodeRows));
+    Value cacheEnd = s.hasRows ? arith::MinSIOp::create(b, e.loc, k1, cacheRows).getResult()
+                               : k1;
+    auto cacheRowsFrom = [&](Value first) {
+      return e.mul(e.add(e.mul(seq, S), first), e.idx(W));
+    };
+    {
+      Value cached = e.maxs(e.sub(cacheEnd, k0), e.idx(0));
+      auto first = scf::IfOp::create(
+          b, e.loc, e.andI(e.eq(tid, e.idx(0)), e.ult(e.idx(0), cached)), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&first.getThenRegion().front());
+      e.prefetchL2(cache, cacheRowsFrom(k0), e.toI32(e.mul(cached, e.idx(W * 4))));
+    }
+    Value qRows = arith::MinSIOp::create(b, e.loc, e.sub(TH, row0),
+                                         e.idx(kMlaDecodeRows));
+    Value qRow0 = e.add(e.mul(seq, TH), row0);
+    prefetchRangeL1(qa, e.mul(qRow0, e.idx(R)), e.mul(qRows, e.idx(R)),
+                    kMlaDecodeRows * R, tid);
+    prefetchRangeL1(q, e.mul(qRow0, e.idx(dq)), e.mul(qRows, e.idx(dq)),
+                    kMlaDecodeRows * dq, tid);
+    auto prefetchTile = [&](Value key0) {
+      Value count = arith::MinSIOp::create(
+          b, e.loc, e.maxs(e.sub(cacheEnd, key0), e.idx(0)),
+          e.idx(kMlaDecodeTileKeys));
+      prefetchRangeL1(cache, cacheRowsFrom(key0), e.mul(count, e.idx(W)),
+                      kMlaDecodeTileKeys * W, tid);
+    };
+    prefetchTile(k0);
+
+    // The block's 16 query rows [qa | q_pe] -> shared -> A fragments.
     stage(tile, kMlaDecodeRows, tid, [&](Value row, Value col) {
       Value r = e.add(row0, row);
       Value valid = e.ult(r, TH);
@@ -223,6 +277,7 @@ struct MlaDecodeEmitter {
       Value j = loop.getInductionVar();
       ValueRange it = loop.getRegionIterArgs();
       Value key0 = e.add(k0, e.mul(j, e.idx(kMlaDecodeTileKeys)));
+      prefetchTile(e.add(key0, e.idx(kMlaDecodeTileKeys)));
       // The previous tile's readers (and the query fragments) are done.
       e.barrier();
       stage(tile, kMlaDecodeTileKeys, tid, [&](Value row, Value col) {
