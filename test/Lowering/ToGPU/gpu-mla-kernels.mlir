@@ -78,9 +78,14 @@ func.func @whole_sequence(%q: tensor<2x?x4x48xf32>, %ckv: tensor<2x?x64xf32>, %k
 // CHECK: linalg.generic
 // CHECK: gpu.func @mla_decode_split_0
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// The split's cache rows are asked for in L2 at once, the queries and the
+// first key tile in L1, and each trip names the next tile's lines in L1.
+// CHECK: nvvm.cp.async.bulk.prefetch
+// CHECK: nvvm.prefetch level = L1, {{.*}} : !llvm.ptr<1>
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // CHECK: nvvm.ldmatrix
 // CHECK: scf.for
+// CHECK: nvvm.prefetch level = L1, {{.*}} : !llvm.ptr<1>
 // CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: math.exp2
 // CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>
