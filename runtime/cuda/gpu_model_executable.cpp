@@ -64,6 +64,8 @@ StatusOr<cuda::CUdeviceptr> DeviceAllocator::allocate(size_t bytes) {
   live_[p] = c;
   inUse_ += c;
   peak_ = std::max(peak_, inUse_);
+  if (recording_)
+    touched_.insert(p);
   return p;
 }
 
@@ -108,6 +110,36 @@ size_t DeviceAllocator::bytesInUse() const {
 size_t DeviceAllocator::peakBytesInUse() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_;
+}
+
+size_t DeviceAllocator::bytesCached() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for (const auto &[c, p] : cached_)
+    bytes += c;
+  return bytes;
+}
+
+void DeviceAllocator::markReuse() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recording_ = true;
+  touched_.clear();
+}
+
+void DeviceAllocator::trimUntouched() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!recording_)
+    return; // no markReuse(): every cached block may be the work's
+  for (auto it = cached_.begin(); it != cached_.end();) {
+    if (touched_.count(it->second)) {
+      ++it;
+      continue;
+    }
+    (void)device_.driver().cuMemFree(it->second);
+    it = cached_.erase(it);
+  }
+  recording_ = false;
+  touched_.clear();
 }
 
 void DeviceAllocator::releaseAll() {
@@ -1272,6 +1304,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       // and the same allocations find the same blocks.
       call->pool = std::move(replaced->pool);
       call->pool->releaseAll();
+      call->pool->markReuse();
     } else {
       call->pool = std::make_unique<DeviceAllocator>(*device_);
     }
@@ -1407,6 +1440,9 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       return false;
     }
     call->graph = std::move(graph.value());
+    // Blocks of the replaced graph that this capture did not take (sizes
+    // of its bucket only) go back to the driver.
+    call->pool->trimUntouched();
     times.graphCaptures += 1;
     times.graphUpdates += call->graph->updated() ? 1 : 0;
     times.graphCaptureMs += call->graph->captureMs();

@@ -76,6 +76,18 @@ public:
   void releaseRetained(cuda::CUdeviceptr address);
   size_t bytesInUse() const;
   size_t peakBytesInUse() const;
+  /// Bytes of cached blocks (freed, kept for reuse).
+  size_t bytesCached() const;
+  /// Starts recording which blocks allocate() hands out, for
+  /// trimUntouched(): a pool taken over from finished work (releaseAll())
+  /// serves new work from its cache.
+  void markReuse();
+  /// Frees the cached blocks allocate() has not handed out since
+  /// markReuse() (sizes the new work no longer takes) and stops
+  /// recording; nothing without markReuse(). Blocks it handed out stay,
+  /// cached or in use: work captured in a graph reuses freed blocks at
+  /// replay.
+  void trimUntouched();
 
 private:
   static size_t sizeClass(size_t bytes);
@@ -87,6 +99,8 @@ private:
   std::multimap<size_t, cuda::CUdeviceptr> cached_;  // class -> address
   size_t inUse_ = 0, peak_ = 0;
   const CudaStream *poison_ = nullptr;
+  bool recording_ = false;
+  std::set<cuda::CUdeviceptr> touched_; // handed out since markReuse()
 };
 
 class DeviceCarriedTensor;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/gpu_model_executable.h"
 #include "runtime/cuda/segment_copy.h"
 #include "test/runtime/TestGpu.h"
 
@@ -218,6 +219,38 @@ TEST(Memory, RoundTripAndBounds) {
   STATUS_OK(moved.release());
   VALUE_OR_FAIL(empty, DeviceBuffer::allocate(dev, 0));
   EXPECT_EQ(empty.size(), 0u);
+}
+
+// A pool taken over from finished work (a replaced decode graph's) serves
+// the new work from its cache; the blocks the new work did not take are
+// freed, the ones it took stay, in use or cached for reuse.
+TEST(Memory, AllocatorTrimsWhatAReuseLeftUntouched) {
+  KIMI_GPU_OR_SKIP(dev);
+  DeviceAllocator pool(dev);
+  VALUE_OR_FAIL(small, pool.allocate(1000));     // class 1 KiB
+  VALUE_OR_FAIL(large, pool.allocate(3 << 20));  // class 4 MiB
+  VALUE_OR_FAIL(other, pool.allocate(100000));   // class 128 KiB
+  (void)other;
+  pool.releaseAll();
+  EXPECT_EQ(pool.bytesCached(), size_t(1024 + (4 << 20) + (128 << 10)));
+  // Without markReuse() nothing is trimmed.
+  pool.trimUntouched();
+  EXPECT_EQ(pool.bytesCached(), size_t(1024 + (4 << 20) + (128 << 10)));
+
+  pool.markReuse();
+  VALUE_OR_FAIL(again, pool.allocate(900));      // the cached 1 KiB block
+  EXPECT_EQ(again, small);
+  VALUE_OR_FAIL(taken, pool.allocate(2 << 20));  // class 2 MiB: new
+  STATUS_OK(pool.release(taken));                // freed within the work
+  pool.trimUntouched();
+  // Kept: the 2 MiB block the work freed (cached); in use: the 1 KiB one.
+  EXPECT_EQ(pool.bytesCached(), size_t(2 << 20));
+  EXPECT_EQ(pool.bytesInUse(), size_t(1024));
+  EXPECT_TRUE(pool.isLive(small));
+  EXPECT_FALSE(pool.isLive(large));
+  // The pool still serves and releases normally.
+  VALUE_OR_FAIL(reuse, pool.allocate(2 << 20));
+  EXPECT_EQ(reuse, taken);
 }
 
 TEST(Module, SaxpyMatchesCpu) {
