@@ -435,6 +435,15 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     if (failed(pm.run(module)))
       return diagnostics.fail("lowering to NVVM and the LLVM dialect (GPU)");
   }
+  if (options.kernelImages) {
+    options.kernelImages->clear();
+    module.walk([&](mlir::gpu::BinaryOp binary) {
+      for (Attribute object : binary.getObjects())
+        options.kernelImages->push_back(
+            cast<mlir::gpu::ObjectAttr>(object).getObject().getValue().str());
+    });
+    return std::string();
+  }
   return emitSharedObject(module, options.hostOptLevel, options.llvmIR,
                           {kGpuShim});
 }

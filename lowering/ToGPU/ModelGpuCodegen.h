@@ -17,6 +17,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <vector>
 
 namespace kimi::gpu {
 
@@ -91,6 +92,9 @@ struct ModelGpuCodegenOptions {
   bool *waitsGridDependencies = nullptr;
   /// When non-null: the host program's optimised LLVM IR.
   std::string *llvmIR = nullptr;
+  /// When non-null: the image of each kernel module (a cubin with `cubin`,
+  /// else PTX); the compilation stops there and returns an empty object.
+  std::vector<std::string> *kernelImages = nullptr;
 };
 
 /// Lowers `module` in place and returns the bytes of the host shared object

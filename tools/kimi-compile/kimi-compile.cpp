@@ -18,6 +18,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "lowering/ToCPU/CpuCodegen.h"
 #include "lowering/ToGPU/ModelGpuCodegen.h"
+#include "lowering/ToGPU/CubinResources.h"
 #include "lowering/ToGPU/GpuSerialize.h"
 #include "lowering/ToProgram/CpuArtifact.h"
 #include "GpuKernelLibrary.h"
@@ -27,6 +28,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -38,7 +40,7 @@ namespace cl = llvm::cl;
 using namespace kimi;
 
 namespace {
-enum class Emit { Artifact, Kimi, SharedObject, LLVMIR, Gpu, Ptx };
+enum class Emit { Artifact, Kimi, SharedObject, LLVMIR, Gpu, Ptx, Kernels };
 enum class Target { Cpu, Sm90a };
 
 cl::OptionCategory category("kimi-compile options");
@@ -74,7 +76,14 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                                          "of each entry (models: the whole "
                                          "program after kernel outlining)"),
                               clEnumValN(Emit::Ptx, "ptx",
-                                         "sm_90a: the PTX of each entry")),
+                                         "sm_90a: the PTX of each entry "
+                                         "(kernel libraries) or of the "
+                                         "model's kernel module"),
+                              clEnumValN(Emit::Kernels, "kernels",
+                                         "sm_90a models: each kernel's "
+                                         "registers a thread and static "
+                                         "shared memory a block, as ptxas "
+                                         "gave them (JSON, from the cubin)")),
                    cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the cost report (parameters, weight "
@@ -345,10 +354,11 @@ int main(int argc, char **argv) {
     return compileGpuLibraryFile(configPath, outputPath, frontPipeline,
                                  emit == Emit::Gpu, emit == Emit::Ptx);
   }
-  if (emit == Emit::Ptx)
-    return fail("--emit=ptx applies to .mlir kernel modules");
-  if (emit == Emit::Gpu && target != Target::Sm90a)
-    return fail("--emit=gpu needs --target sm_90a");
+  if ((emit == Emit::Gpu || emit == Emit::Ptx || emit == Emit::Kernels) &&
+      target != Target::Sm90a)
+    return fail("--emit=gpu, ptx and kernels need --target sm_90a");
+  if (emit == Emit::Kernels && gpuNoCubin())
+    return fail("--emit=kernels reads the cubin: drop --no-cubin");
 
   ConfigReadOptions readOptions;
   readOptions.allowUnknownFields = allowUnknown;
@@ -525,6 +535,11 @@ int main(int argc, char **argv) {
         codegen.gpuIR = &gpuIR;
       if (emit == Emit::LLVMIR)
         codegen.llvmIR = &llvmIR;
+      std::vector<std::string> kernelImages;
+      if (emit == Emit::Ptx || emit == Emit::Kernels) {
+        codegen.kernelImages = &kernelImages;
+        codegen.cubin = emit == Emit::Kernels;
+      }
       llvm::Expected<std::string> so =
           kimi::gpu::compileModelForGpu(**module, codegen);
       if (!so)
@@ -533,6 +548,37 @@ int main(int argc, char **argv) {
         if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath,
                                              waitsGridDependencies))
           return fail(llvm::toString(std::move(e)));
+        return 0;
+      }
+      if (emit == Emit::Ptx) {
+        for (const std::string &ptx : kernelImages)
+          output->os() << ptx;
+        output->keep();
+        return 0;
+      }
+      if (emit == Emit::Kernels) {
+        std::vector<kimi::gpu::KernelResources> all;
+        for (const std::string &cubin : kernelImages) {
+          auto kernels = kimi::gpu::readCubinResources(cubin);
+          if (!kernels)
+            return fail(llvm::toString(kernels.takeError()));
+          all.insert(all.end(), kernels->begin(), kernels->end());
+        }
+        // By name: two builds' reports diff line by line.
+        llvm::sort(all, [](const auto &a, const auto &b) { return a.name < b.name; });
+        llvm::json::OStream j(output->os(), 2);
+        j.object([&] {
+          j.attributeArray("kernels", [&] {
+            for (const kimi::gpu::KernelResources &k : all)
+              j.object([&] {
+                j.attribute("name", k.name);
+                j.attribute("registers", k.registers);
+                j.attribute("shared_bytes", k.sharedBytes);
+              });
+          });
+        });
+        output->os() << "\n";
+        output->keep();
         return 0;
       }
       output->os() << (emit == Emit::Gpu ? gpuIR

@@ -1,0 +1,37 @@
+//===- CubinResources.h - per-kernel registers and shared memory -*- C++ -*-===//
+//
+// What ptxas gave each kernel of a cubin, read from the ELF it wrote: the
+// registers a thread (the `.nv.info` section's EIATTR_REGCOUNT record of the
+// kernel's symbol) and the static shared memory a block (the size of the
+// kernel's `.nv.shared.<name>` section). Together with the block size they
+// bound how many blocks an SM holds, the first thing to check when a kernel
+// hides too little memory latency. `kimi-compile --emit=kernels` prints them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOGPU_CUBINRESOURCES_H
+#define KIMI_LOWERING_TOGPU_CUBINRESOURCES_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kimi::gpu {
+
+struct KernelResources {
+  std::string name;
+  int64_t registers = -1; // -1: the cubin records none
+  int64_t sharedBytes = 0;
+};
+
+/// The kernels of `cubin` (an NVIDIA ELF: 64-bit, little-endian, machine
+/// EM_CUDA) in section order. Errors say what is malformed; every offset is
+/// checked against the image, so no input reads out of bounds.
+llvm::Expected<std::vector<KernelResources>> readCubinResources(llvm::StringRef cubin);
+
+} // namespace kimi::gpu
+
+#endif
