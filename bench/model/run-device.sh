@@ -7,6 +7,7 @@
 #   bench/model/run-device.sh [--no-tests] [--no-bench] [--no-eager] [--profile NAME]
 #                             [--model-tests GTEST_FILTER] [--no-pdl NAME] [--ncu NAME]
 #                             [--no-in-place NAME] [--ncu-detail NAME REGEX]
+#                             [--ncu-source NAME REGEX]
 # --no-pdl NAME: also time k3-mini-NAME.kimi with KIMI_GPU_PDL=0 (plain
 #   launches), as bench-NAME-nopdl.json.
 # --no-in-place NAME: also time k3-mini-NAME.kimi with
@@ -19,6 +20,9 @@
 # --ncu-detail NAME REGEX: Nsight Compute's throughput, occupancy and warp
 #   stall sections for the first kernel of each name matching REGEX in that
 #   decode step, as ncu-detail-NAME.txt.
+# --ncu-source NAME REGEX: the first kernel matching REGEX, SASS instruction
+#   by instruction with its warp-stall samples (ncu's source page), as
+#   ncu-source-NAME.csv; prints the instructions holding the most samples.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root/gpucheck" || exit 1
@@ -29,7 +33,7 @@ for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz; do
   [ -f "$z" ] && gunzip -f "$z"
 done
 tests=1 eager=1 bench=1 profile="" filter="*" nopdl="" ncu="" noinplace=""
-detail="" detailRegex=""
+detail="" detailRegex="" source="" sourceRegex=""
 while [ $# -gt 0 ]; do
   case $1 in
     --no-tests) tests=0 ;;
@@ -41,6 +45,7 @@ while [ $# -gt 0 ]; do
     --ncu) ncu=$2; shift ;;
     --no-in-place) noinplace=$2; shift ;;
     --ncu-detail) detail=$2; detailRegex=$3; shift 2 ;;
+    --ncu-source) source=$2; sourceRegex=$3; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -128,6 +133,28 @@ if [ -n "$detail" ]; then
   echo "ncu detail $detail: rc $?"
   grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Warp Cycles Per Issued|Stall" \
     "$out/ncu-detail-$detail.txt" | head -80
+fi
+if [ -n "$source" ]; then
+  timeout 400 ncu --clock-control none --profile-from-start off \
+    --kernel-id "::regex:$sourceRegex:1" --section SourceCounters \
+    --section WarpStateStats --page source --print-source sass --csv \
+    ./kimi-bench-model "k3-mini-$source.kimi" --prefill-tokens 8192 --decode-steps 8 \
+    --repeats 1 --cuda-profiler-step 4 > "$out/ncu-source-$source.csv" \
+    2> "$out/ncu-source-$source.err"
+  echo "ncu source $source: rc $?"
+  python3 - "$out/ncu-source-$source.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+start = next((i for i, r in enumerate(rows) if r and r[0] == "Address"), None)
+if start is None:
+    print("ncu source: no instruction rows"); sys.exit(0)
+h = rows[start]; data = [r for r in rows[start + 1:] if len(r) == len(h)]
+si, src = h.index("Warp Stall Sampling (All Samples)"), h.index("Source")
+total = sum(float(r[si] or 0) for r in data) or 1.0
+print("ncu source: %d instructions, %d stall samples" % (len(data), total))
+for k in sorted(range(len(data)), key=lambda k: -float(data[k][si] or 0))[:20]:
+    print("  %5.1f%%  #%-5d %s" % (100 * float(data[k][si] or 0) / total, k, data[k][src][:80]))
+PY
 fi
 if [ -n "$profile" ]; then
   timeout 300 ./kimi-bench-model "k3-mini-$profile.kimi" --prefill-tokens 8192 \
