@@ -12,6 +12,7 @@ namespace {
 constexpr uint16_t kEmCuda = 190;
 constexpr uint32_t kShtSymtab = 2;
 constexpr uint8_t kEifmtSval = 4;     // attribute with a payload of `size` bytes
+constexpr uint8_t kEiattrFrameSize = 0x11;
 constexpr uint8_t kEiattrRegcount = 0x2f;
 
 llvm::Error malformed(const llvm::Twine &what) {
@@ -97,7 +98,7 @@ llvm::Expected<std::vector<KernelResources>> readCubinResources(llvm::StringRef 
   for (const Section &s : sections)
     if (s.name.starts_with(".text.")) {
       byName[s.name.drop_front(6)] = kernels.size();
-      kernels.push_back({s.name.drop_front(6).str(), -1, 0});
+      kernels.push_back({s.name.drop_front(6).str(), -1, 0, 0});
     }
   for (const Section &s : sections)
     if (s.name.starts_with(".nv.shared.")) {
@@ -132,13 +133,16 @@ llvm::Expected<std::vector<KernelResources>> readCubinResources(llvm::StringRef 
       if (o + 4 + payload > s.size)
         return malformed(".nv.info record at " + llvm::Twine(o) +
                          " runs past its section");
-      if (format == kEifmtSval && attribute == kEiattrRegcount && size >= 8) {
+      // (symbol, value) records of a kernel.
+      if (format == kEifmtSval && size >= 8 &&
+          (attribute == kEiattrRegcount || attribute == kEiattrFrameSize)) {
         const uint32_t symbol = r.at<uint32_t>(s.offset + o + 4);
-        const uint32_t count = r.at<uint32_t>(s.offset + o + 8);
+        const uint32_t value = r.at<uint32_t>(s.offset + o + 8);
         if (symbol < symbols.size()) {
           auto it = byName.find(symbols[symbol]);
           if (it != byName.end())
-            kernels[it->second].registers = count;
+            (attribute == kEiattrRegcount ? kernels[it->second].registers
+                                          : kernels[it->second].frameBytes) = value;
         }
       }
       o += 4 + payload;

@@ -2,10 +2,12 @@
 //
 // What ptxas gave each kernel of a cubin, read from the ELF it wrote: the
 // registers a thread (the `.nv.info` section's EIATTR_REGCOUNT record of the
-// kernel's symbol) and the static shared memory a block (the size of the
-// kernel's `.nv.shared.<name>` section). Together with the block size they
-// bound how many blocks an SM holds, the first thing to check when a kernel
-// hides too little memory latency. `kimi-compile --emit=kernels` prints them.
+// kernel's symbol), its stack frame in local memory (EIATTR_FRAME_SIZE:
+// register spills and local arrays; nonzero is worth a look) and the static
+// shared memory a block (the size of the kernel's `.nv.shared.<name>`
+// section). With the block size, registers and shared memory bound how many
+// blocks an SM holds, the first thing to check when a kernel hides too
+// little memory latency. `kimi-compile --emit=kernels` prints them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +26,7 @@ namespace kimi::gpu {
 struct KernelResources {
   std::string name;
   int64_t registers = -1; // -1: the cubin records none
+  int64_t frameBytes = 0;  // local memory a thread
   int64_t sharedBytes = 0;
 };
 

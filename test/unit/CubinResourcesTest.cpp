@@ -28,6 +28,7 @@ struct Kernel {
   std::string name;
   uint32_t registers;
   uint64_t shared;
+  uint32_t frame = 0;
 };
 
 template <typename T> void put(std::string &s, size_t at, T v) {
@@ -67,7 +68,10 @@ std::string buildCubin(const std::vector<Kernel> &kernels) {
     std::string other(4, '\0'); // a value-less record before it
     other[0] = 1;
     other[1] = 0x04;
-    info += other + rec;
+    std::string frame = rec; // EIATTR_FRAME_SIZE, same layout
+    frame[1] = 0x11;
+    put<uint32_t>(frame, 8, kernels[i].frame);
+    info += other + rec + frame;
   }
   secs.push_back({".nv.info", 0x70000000, info, info.size()});
   for (const Kernel &k : kernels) {
@@ -116,7 +120,7 @@ std::string buildCubin(const std::vector<Kernel> &kernels) {
 TEST(CubinResources, ReadsRegistersAndSharedMemoryByKernel) {
   std::string cubin = buildCubin({{"kimi_mla_split", 206, 47616},
                                   {"kimi_gemv", 27, 0},
-                                  {"kimi_norm", 48, 1088}});
+                                  {"kimi_mla_prefill", 255, 44032, 56}});
   auto kernels = readCubinResources(cubin);
   ASSERT_TRUE(bool(kernels)) << llvm::toString(kernels.takeError());
   ASSERT_EQ(kernels->size(), 3u);
@@ -126,8 +130,11 @@ TEST(CubinResources, ReadsRegistersAndSharedMemoryByKernel) {
   EXPECT_EQ((*kernels)[1].name, "kimi_gemv");
   EXPECT_EQ((*kernels)[1].registers, 27);
   EXPECT_EQ((*kernels)[1].sharedBytes, 0);
-  EXPECT_EQ((*kernels)[2].registers, 48);
-  EXPECT_EQ((*kernels)[2].sharedBytes, 1088);
+  EXPECT_EQ((*kernels)[0].frameBytes, 0);
+  EXPECT_EQ((*kernels)[2].name, "kimi_mla_prefill");
+  EXPECT_EQ((*kernels)[2].registers, 255);
+  EXPECT_EQ((*kernels)[2].frameBytes, 56);
+  EXPECT_EQ((*kernels)[2].sharedBytes, 44032);
 }
 
 TEST(CubinResources, RejectsWhatIsNotACubin) {

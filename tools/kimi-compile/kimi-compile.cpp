@@ -81,9 +81,10 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                                          "model's kernel module"),
                               clEnumValN(Emit::Kernels, "kernels",
                                          "sm_90a models: each kernel's "
-                                         "registers a thread and static "
-                                         "shared memory a block, as ptxas "
-                                         "gave them (JSON, from the cubin)")),
+                                         "registers and local-memory frame "
+                                         "a thread and static shared memory "
+                                         "a block, as ptxas gave them (JSON, "
+                                         "from the cubin)")),
                    cl::cat(category));
 cl::opt<bool> report("report",
                      cl::desc("Print the cost report (parameters, weight "
@@ -573,6 +574,7 @@ int main(int argc, char **argv) {
               j.object([&] {
                 j.attribute("name", k.name);
                 j.attribute("registers", k.registers);
+                j.attribute("frame_bytes", k.frameBytes);
                 j.attribute("shared_bytes", k.sharedBytes);
               });
           });
