@@ -2,7 +2,9 @@
 
 #include "lowering/ToGPU/CubinResources.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstring>
 
@@ -149,6 +151,39 @@ llvm::Expected<std::vector<KernelResources>> readCubinResources(llvm::StringRef 
     }
   }
   return kernels;
+}
+
+llvm::Error writeKernelReport(llvm::ArrayRef<std::string> cubins,
+                              llvm::raw_ostream &os,
+                              llvm::ArrayRef<std::string> modules) {
+  std::vector<KernelResources> all;
+  for (size_t i = 0; i < cubins.size(); ++i) {
+    auto kernels = readCubinResources(cubins[i]);
+    if (!kernels)
+      return kernels.takeError();
+    for (KernelResources &k : *kernels) {
+      if (i < modules.size())
+        k.name = modules[i] + "::" + k.name;
+      all.push_back(std::move(k));
+    }
+  }
+  llvm::sort(all, [](const KernelResources &a, const KernelResources &b) {
+    return a.name < b.name;
+  });
+  llvm::json::OStream j(os, 2);
+  j.object([&] {
+    j.attributeArray("kernels", [&] {
+      for (const KernelResources &k : all)
+        j.object([&] {
+          j.attribute("name", k.name);
+          j.attribute("registers", k.registers);
+          j.attribute("frame_bytes", k.frameBytes);
+          j.attribute("shared_bytes", k.sharedBytes);
+        });
+    });
+  });
+  os << "\n";
+  return llvm::Error::success();
 }
 
 } // namespace kimi::gpu

@@ -14,7 +14,9 @@
 #ifndef KIMI_LOWERING_TOGPU_CUBINRESOURCES_H
 #define KIMI_LOWERING_TOGPU_CUBINRESOURCES_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -34,6 +36,16 @@ struct KernelResources {
 /// EM_CUDA) in section order. Errors say what is malformed; every offset is
 /// checked against the image, so no input reads out of bounds.
 llvm::Expected<std::vector<KernelResources>> readCubinResources(llvm::StringRef cubin);
+
+/// The kernels of every cubin in `cubins`, sorted by name (two builds'
+/// reports diff line by line), as `{"kernels": [{"name", "registers",
+/// "frame_bytes", "shared_bytes"}, ...]}` on `os`. With `modules` (one per
+/// cubin), names are `module::kernel`: a kernel library's entries each have
+/// their own module of like-named kernels. Errors name what is malformed;
+/// nothing is written then.
+llvm::Error writeKernelReport(llvm::ArrayRef<std::string> cubins,
+                              llvm::raw_ostream &os,
+                              llvm::ArrayRef<std::string> modules = {});
 
 } // namespace kimi::gpu
 

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "llvm/Support/raw_ostream.h"
+
 #include <cstring>
 #include <random>
 #include <string>
@@ -135,6 +137,27 @@ TEST(CubinResources, ReadsRegistersAndSharedMemoryByKernel) {
   EXPECT_EQ((*kernels)[2].registers, 255);
   EXPECT_EQ((*kernels)[2].frameBytes, 56);
   EXPECT_EQ((*kernels)[2].sharedBytes, 44032);
+}
+
+TEST(CubinResources, ReportIsSortedAndNamesTheModules) {
+  std::vector<std::string> cubins = {buildCubin({{"zeta", 40, 0}, {"alpha", 32, 256}}),
+                                     buildCubin({{"alpha", 64, 0, 16}})};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  ASSERT_FALSE(bool(kimi::gpu::writeKernelReport(cubins, os, {"m1", "m0"})));
+  const size_t a0 = text.find("\"m0::alpha\""), a1 = text.find("\"m1::alpha\""),
+               z1 = text.find("\"m1::zeta\"");
+  ASSERT_NE(a0, std::string::npos) << text;
+  EXPECT_LT(a0, a1);
+  EXPECT_LT(a1, z1);
+  EXPECT_NE(text.find("\"frame_bytes\": 16"), std::string::npos) << text;
+  // A malformed cubin is an error and writes nothing.
+  std::string none;
+  llvm::raw_string_ostream noneOs(none);
+  llvm::Error e = kimi::gpu::writeKernelReport({std::string("junk")}, noneOs);
+  EXPECT_TRUE(bool(e));
+  llvm::consumeError(std::move(e));
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(CubinResources, RejectsWhatIsNotACubin) {

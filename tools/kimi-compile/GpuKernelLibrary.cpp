@@ -1,6 +1,7 @@
 //===- GpuKernelLibrary.cpp - kimi-compile on .mlir input for sm_90a -------===//
 
 #include "GpuKernelLibrary.h"
+#include "lowering/ToGPU/CubinResources.h"
 
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/ToProgram/GpuArtifact.h"
@@ -60,7 +61,7 @@ int fail(const llvm::Twine &message) {
 
 int compileGpuLibraryFile(const std::string &input, const std::string &output,
                           const std::string &frontPipeline, bool emitGpuIR,
-                          bool emitPtx) {
+                          bool emitPtx, bool emitKernels) {
   mlir::DialectRegistry registry;
   registry.insert<KimiDialect, mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
   gpu::registerGpuCodegenDialects(registry);
@@ -84,7 +85,7 @@ int compileGpuLibraryFile(const std::string &input, const std::string &output,
       return fail("the front pipeline failed on " + input);
   }
   std::unique_ptr<llvm::ToolOutputFile> out;
-  if (emitGpuIR || emitPtx) {
+  if (emitGpuIR || emitPtx || emitKernels) {
     out = mlir::openOutputFile(output, &error);
     if (!out)
       return fail(error);
@@ -95,7 +96,7 @@ int compileGpuLibraryFile(const std::string &input, const std::string &output,
   options.plan.segments = kdaSegments;
   options.plan.valueSplit = kdaValueSplit;
   options.plan.device.smCount = gpuSms;
-  options.target.cubin = !noCubin && !emitGpuIR && !emitPtx;
+  options.target.cubin = emitKernels || (!noCubin && !emitGpuIR && !emitPtx);
   if (emitGpuIR)
     options.onPlan = [&](const gpu::GpuEntryPlan &plan) {
       out->os() << "// entry @" << plan.name << ": " << plan.summary << "\n";
@@ -107,6 +108,20 @@ int compileGpuLibraryFile(const std::string &input, const std::string &output,
   if (!spec)
     return fail(llvm::toString(spec.takeError()));
   if (emitGpuIR) {
+    out->keep();
+    return 0;
+  }
+  if (emitKernels) {
+    std::vector<std::string> cubins, modules;
+    for (const rt::KernelImage &k : spec->kernels)
+      if (k.kind == rt::KernelKind::kCubin) {
+        cubins.emplace_back(k.image.begin(), k.image.end());
+        modules.push_back(k.name);
+      }
+    if (cubins.empty())
+      return fail("no cubin was made (is ptxas installed? PATH, CUDA_HOME)");
+    if (llvm::Error e = gpu::writeKernelReport(cubins, out->os(), modules))
+      return fail(llvm::toString(std::move(e)));
     out->keep();
     return 0;
   }

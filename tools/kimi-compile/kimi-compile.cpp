@@ -80,7 +80,7 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                                          "(kernel libraries) or of the "
                                          "model's kernel module"),
                               clEnumValN(Emit::Kernels, "kernels",
-                                         "sm_90a models: each kernel's "
+                                         "sm_90a: each kernel's "
                                          "registers and local-memory frame "
                                          "a thread and static shared memory "
                                          "a block, as ptxas gave them (JSON, "
@@ -350,10 +350,14 @@ int main(int argc, char **argv) {
     if (target != Target::Sm90a)
       return fail(".mlir input compiles for --target sm_90a (kernel "
                   "libraries); models come from a config.json");
-    if (emit != Emit::Artifact && emit != Emit::Gpu && emit != Emit::Ptx)
-      return fail("--emit for .mlir input is artifact, gpu or ptx");
+    if (emit != Emit::Artifact && emit != Emit::Gpu && emit != Emit::Ptx &&
+        emit != Emit::Kernels)
+      return fail("--emit for .mlir input is artifact, gpu, ptx or kernels");
+    if (emit == Emit::Kernels && gpuNoCubin())
+      return fail("--emit=kernels reads the cubin: drop --no-cubin");
     return compileGpuLibraryFile(configPath, outputPath, frontPipeline,
-                                 emit == Emit::Gpu, emit == Emit::Ptx);
+                                 emit == Emit::Gpu, emit == Emit::Ptx,
+                                 emit == Emit::Kernels);
   }
   if ((emit == Emit::Gpu || emit == Emit::Ptx || emit == Emit::Kernels) &&
       target != Target::Sm90a)
@@ -558,28 +562,8 @@ int main(int argc, char **argv) {
         return 0;
       }
       if (emit == Emit::Kernels) {
-        std::vector<kimi::gpu::KernelResources> all;
-        for (const std::string &cubin : kernelImages) {
-          auto kernels = kimi::gpu::readCubinResources(cubin);
-          if (!kernels)
-            return fail(llvm::toString(kernels.takeError()));
-          all.insert(all.end(), kernels->begin(), kernels->end());
-        }
-        // By name: two builds' reports diff line by line.
-        llvm::sort(all, [](const auto &a, const auto &b) { return a.name < b.name; });
-        llvm::json::OStream j(output->os(), 2);
-        j.object([&] {
-          j.attributeArray("kernels", [&] {
-            for (const kimi::gpu::KernelResources &k : all)
-              j.object([&] {
-                j.attribute("name", k.name);
-                j.attribute("registers", k.registers);
-                j.attribute("frame_bytes", k.frameBytes);
-                j.attribute("shared_bytes", k.sharedBytes);
-              });
-          });
-        });
-        output->os() << "\n";
+        if (llvm::Error e = kimi::gpu::writeKernelReport(kernelImages, output->os()))
+          return fail(llvm::toString(std::move(e)));
         output->keep();
         return 0;
       }
