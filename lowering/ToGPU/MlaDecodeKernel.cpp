@@ -18,6 +18,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <limits>
@@ -190,7 +191,12 @@ struct MlaDecodeEmitter {
       return e.mul(e.add(e.mul(seq, S), first), e.idx(W));
     };
     {
-      Value cached = e.maxs(e.sub(cacheEnd, k0), e.idx(0));
+      // At most about 1 MiB a block: the request's size is 32-bit, and L2
+      // holds only so much (a batch-1 8K step asks 221 KB a split).
+      constexpr int64_t kMaxL2PrefetchBytes = int64_t(1) << 20;
+      Value cached = arith::MinSIOp::create(
+          b, e.loc, e.maxs(e.sub(cacheEnd, k0), e.idx(0)),
+          e.idx(std::max<int64_t>(1, kMaxL2PrefetchBytes / (W * 4))));
       auto first = scf::IfOp::create(
           b, e.loc, e.andI(e.eq(tid, e.idx(0)), e.ult(e.idx(0), cached)), false);
       OpBuilder::InsertionGuard guard(b);
