@@ -99,9 +99,10 @@ struct MlaDecodeEmitter {
   }
 
   /// Fills rows [0, rows) of the f16 tile from f32 pieces of four:
-  /// `source(row, col)` gives the piece (zeros where invalid). A thread
-  /// issues all its loads before it converts the first piece: a conversion
-  /// waits for its load, and one between two loads would serialise them.
+  /// `source(row, col)` gives the piece (zeros where invalid). The IR has
+  /// all loads before the conversions, but in the split kernel ptxas, short
+  /// of registers, still converts each piece before the next load issues;
+  /// the prefetches in emitSplit are what hide that latency.
   void stage(Value tile, int64_t rows, Value tid,
              const std::function<Value(Value, Value)> &source) {
     OpBuilder &b = e.b;

@@ -1297,8 +1297,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     auto call = std::make_unique<CapturedCall>();
     call->key = key;
     call->signature = signature;
-    for (const std::shared_ptr<DeviceBlock> &b : referenced)
-      call->inPlaceBlocks.push_back(b);
+    call->inPlaceBlocks.assign(referenced.begin(), referenced.end());
     if (replaced) {
       // Nothing of the replaced graph runs again: all its memory is free,
       // and the same allocations find the same blocks.
