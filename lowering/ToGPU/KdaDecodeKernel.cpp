@@ -1,14 +1,17 @@
 //===- KdaDecodeKernel.cpp - one KDA token per sequence --------------------===//
 //
 // Decode is memory bound: each (sequence, head) reads and writes its f32
-// state (dk x dv) once and everything else is tiny. One block of four warps
-// per (sequence, head); warp w owns state rows [w dk/4, (w+1) dk/4), lane l
-// owns dv/32 consecutive columns, so every state row is one coalesced
-// 16-byte-per-lane access and all of a thread's rows are loaded before the
-// first use (dk/4 independent loads in flight). The state is read from
-// one buffer and the new one written to another: every thread loads its
-// rows before any thread stores (the first reduction's barrier is between),
-// so the two may also be one buffer. Per column c:
+// state (dk x dv) once and everything else is tiny. The columns of the
+// state are independent, so each (sequence, head) takes G blocks of four
+// warps (grid (B H, G)), block y over dv / G consecutive columns; warp w owns
+// state rows [w dk/4, (w+1) dk/4), lane l owns dv / (32 G) consecutive
+// columns of its block's, so every state row is one coalesced access. A
+// thread issues its state loads first, before the small q, k, g staging
+// and its barrier, so that both wait for memory once. The state is read
+// from one buffer and the new one written to another: every thread loads
+// its rows before any thread stores (the first reduction's barrier is
+// between), and blocks own disjoint columns, so the two may also be one
+// buffer. Per column c:
 //
 //   Sd     = Diag(exp(g)) S
 //   u_c    = beta (v_c - sum_i k_i Sd_ic)      (partial sums per warp,
@@ -43,6 +46,13 @@ LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &s, std::string &why) {
           ": the decode kernel needs a multiple of 32 up to 256";
     return failure();
   }
+  if (s.columnGroups < 1 || s.dv % s.columnGroups != 0 ||
+      (s.dv / s.columnGroups) % 32 != 0) {
+    why = "column groups = " + std::to_string(s.columnGroups) +
+          ": dv = " + std::to_string(s.dv) +
+          " must split into groups of a multiple of 32 columns";
+    return failure();
+  }
   if (!s.actType || !(s.actType.isBF16() || s.actType.isF16() || s.actType.isF32())) {
     why = "q/k/v/beta/o must be bf16, f16 or f32";
     return failure();
@@ -58,13 +68,22 @@ LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &s, std::string &why) {
   return success();
 }
 
+int64_t chooseKdaDecodeColumnGroups(int64_t sequences, int64_t heads,
+                                    int64_t dv, int64_t smCount) {
+  int64_t groups = 1;
+  while (sequences * heads * groups < smCount && dv % (2 * groups) == 0 &&
+         (dv / (2 * groups)) % 32 == 0)
+    groups *= 2;
+  return groups;
+}
+
 mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
                                          mlir::gpu::GPUModuleOp module,
                                          const KdaDecodeShape &s) {
   OpBuilder::InsertionGuard guard(b);
   const int64_t BH = s.batch * s.heads, DK = s.dk, DV = s.dv;
   constexpr int64_t kWarps = 4, kThreads = 32 * kWarps;
-  const int64_t rows = DK / kWarps, cpl = DV / 32;
+  const int64_t rows = DK / kWarps, cpl = DV / s.columnGroups / 32;
   Type f32 = b.getF32Type();
   SmallVector<Type> args = {
       flatMemRef(s.actType, BH * DK), flatMemRef(s.actType, BH * DK),
@@ -91,9 +110,33 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   Value red = e.sharedBuffer(module, "kda_decode_red", kWarps * DV, f32);
 
   Value bh = e.blockId(mlir::gpu::Dimension::x);
+  Value group = e.blockId(mlir::gpu::Dimension::y);
   Value tid = e.threadId();
   Value lane = e.laneId();
   Value warp = e.divu(tid, e.idx(32));
+
+  // This thread's state rows, loaded first (nothing they need is staged).
+  auto vecType = VectorType::get({cpl}, f32);
+  Value col = e.add(e.mul(group, e.idx(DV / s.columnGroups)), e.mul(lane, e.idx(cpl)));
+  auto splat = [&](Value scalar) {
+    return vector::BroadcastOp::create(b, loc, vecType, scalar).getResult();
+  };
+  const llvm::MaybeAlign stateAlign(cpl * s.stateType.getIntOrFloatBitWidth() / 8);
+  SmallVector<Value> sd(rows);
+  SmallVector<Value> rowIdx(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    rowIdx[r] = e.add(e.mul(warp, e.idx(rows)), e.idx(r));
+    Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
+    // Row starts and lane columns are multiples of cpl: aligned accesses.
+    sd[r] = vector::LoadOp::create(b, loc, VectorType::get({cpl}, s.stateType), state,
+                                   ValueRange{at}, false, stateAlign);
+  }
+  // The step's v and beta for these columns, also ahead of their use.
+  Value betaV = e.toF32(e.load(beta, bh));
+  SmallVector<Value> vv;
+  for (int64_t c = 0; c < cpl; ++c)
+    vv.push_back(e.toF32(e.load(v, e.add(e.mul(bh, e.idx(DV)), e.add(col, e.idx(c))))));
+
   for (int64_t base = 0; base < DK; base += kThreads) {
     Value i = e.add(tid, e.idx(base));
     auto in = scf::IfOp::create(b, loc, e.ult(i, e.idx(DK)), false);
@@ -112,23 +155,9 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
   }
   e.barrier();
 
-  auto vecType = VectorType::get({cpl}, f32);
-  Value col = e.mul(lane, e.idx(cpl));
-  auto splat = [&](Value scalar) {
-    return vector::BroadcastOp::create(b, loc, vecType, scalar).getResult();
-  };
-  const llvm::MaybeAlign stateAlign(cpl * s.stateType.getIntOrFloatBitWidth() / 8);
-  SmallVector<Value> sd(rows);
-  SmallVector<Value> rowIdx(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    rowIdx[r] = e.add(e.mul(warp, e.idx(rows)), e.idx(r));
-    Value at = e.add(e.mul(e.add(e.mul(bh, e.idx(DK)), rowIdx[r]), e.idx(DV)), col);
-    // Row starts and lane columns are multiples of cpl: aligned accesses.
-    sd[r] = vector::LoadOp::create(b, loc, VectorType::get({cpl}, s.stateType), state,
-                                   ValueRange{at}, false, stateAlign);
-    if (!s.stateType.isF32())
-      sd[r] = arith::ExtFOp::create(b, loc, vecType, sd[r]);
-  }
+  if (!s.stateType.isF32())
+    for (Value &row : sd)
+      row = arith::ExtFOp::create(b, loc, vecType, row);
   Value part = splat(e.f32(0.0));
   for (int64_t r = 0; r < rows; ++r) {
     sd[r] = e.fmul(sd[r], splat(e.load(aS, rowIdx[r])));
@@ -146,10 +175,6 @@ mlir::gpu::GPUFuncOp emitKdaDecodeKernel(OpBuilder &b, Location loc,
     return sum;
   };
   Value kv = reduce(part);
-  Value betaV = e.toF32(e.load(beta, bh));
-  SmallVector<Value> vv;
-  for (int64_t c = 0; c < cpl; ++c)
-    vv.push_back(e.toF32(e.load(v, e.add(e.mul(bh, e.idx(DV)), e.add(col, e.idx(c))))));
   Value vVec = vector::FromElementsOp::create(b, loc, vecType, vv);
   Value u = e.fmul(splat(betaV), e.fsub(vVec, kv));
   Value opart = splat(e.f32(0.0));

@@ -151,6 +151,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   if (decode) {
     Type stateElt = cast<RankedTensorType>(op.getFinalState().getType()).getElementType();
     KdaDecodeShape s{B, H, DK, DV, act, gate, scale, fusion, stateElt};
+    s.columnGroups = chooseKdaDecodeColumnGroups(B, H, DV, options.device.smCount);
     if (failed(verifyKdaDecodeShape(s, why)))
       return op.emitOpError("cannot run on the GPU: ") << why, failure();
     if (!op.getInitialState())
@@ -169,8 +170,9 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
     std::vector<uint32_t> args = {iq, ik, iv, ig, ib, is, ifs, io};
     for (uint32_t extra : addGateBuffers(pb))
       args.push_back(extra);
-    pb.launch("kda_decode", {B * H, 1, 1}, 128, args);
-    pb.plan.summary = "decode: " + std::to_string(B * H) +
+    pb.launch("kda_decode", {B * H, s.columnGroups, 1}, 128, args);
+    pb.plan.summary = "decode: " + std::to_string(B * H) + " x " +
+                      std::to_string(s.columnGroups) +
                       " blocks of 128 threads";
     return std::move(pb.plan);
   }

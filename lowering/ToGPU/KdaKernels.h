@@ -116,11 +116,21 @@ struct KdaDecodeShape {
   double scale = 1.0;
   KdaGateFusion gate;
   mlir::Type stateType; // f32, bf16 or f16 storage of the state
+  /// Blocks per (sequence, head), each over dv / columnGroups value columns
+  /// (a multiple of 32): the columns of the state are independent, and a
+  /// batch-1 step has too few heads to occupy the SMs otherwise.
+  int64_t columnGroups = 1;
 };
 llvm::LogicalResult verifyKdaDecodeShape(const KdaDecodeShape &shape,
                                          std::string &why);
 
-/// `kda_decode`: grid (B * H), block 128. One token per sequence: the state
+/// Column groups for `sequences * heads` decode states of `dv` columns:
+/// doubled while there are fewer blocks than SMs and each group keeps at
+/// least 32 columns.
+int64_t chooseKdaDecodeColumnGroups(int64_t sequences, int64_t heads,
+                                    int64_t dv, int64_t smCount);
+
+/// `kda_decode`: grid (B * H, columnGroups), block 128. One token per sequence: the state
 /// [B, H, dk, dv] read from `state` and the next one written to
 /// `final_state` (which may be the same buffer). Args: q, k, v, g, beta,
 /// state, final_state, o [, a_log, dt_bias when the gate is fused; g is

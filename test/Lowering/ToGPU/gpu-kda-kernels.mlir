@@ -28,7 +28,9 @@ func.func @prefill(%q: tensor<1x64x2x128xf32>, %k: tensor<1x64x2x128xf32>, %v: t
 // -----
 
 // Decode: the kernel reads the caller's f32 state where it is and writes
-// the next one to a new buffer (no copy of the state first).
+// the next one to a new buffer (no copy of the state first). Two heads of
+// 128 value columns take four blocks each, 32 columns a block, so that a
+// batch-1 step reads its states on more SMs.
 // CHECK-LABEL: func.func @decode
 // CHECK-NOT: arith.truncf
 // CHECK: %[[FLAT:.*]] = tensor.collapse_shape %arg5
@@ -36,7 +38,7 @@ func.func @prefill(%q: tensor<1x64x2x128xf32>, %k: tensor<1x64x2x128xf32>, %v: t
 // CHECK-NOT: memref.copy
 // CHECK: %[[S:.*]] = memref.alloc() : memref<32768xf32>
 // CHECK-NOT: memref.copy
-// CHECK: gpu.launch_func @kimi_kda_{{[0-9]+}}::@kda_decode {{.*}}args({{.*}}, %[[IN]]{{.*}} : memref<32768xf32>, %[[S]] : memref<32768xf32>, %{{.*}} : memref<256xf32>)
+// CHECK: gpu.launch_func @kimi_kda_{{[0-9]+}}::@kda_decode blocks in (%c2{{.*}}, %c4{{.*}}, %c1{{.*}}) {{.*}}args({{.*}}, %[[IN]]{{.*}} : memref<32768xf32>, %[[S]] : memref<32768xf32>, %{{.*}} : memref<256xf32>)
 // CHECK: bufferization.to_tensor %[[S]]
 func.func @decode(%q: tensor<1x1x2x128xf32>, %k: tensor<1x1x2x128xf32>, %v: tensor<1x1x2x128xf32>,
                   %g: tensor<1x1x2x128xf32>, %b: tensor<1x1x2xf32>,
