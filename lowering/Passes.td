@@ -699,6 +699,27 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     weight and output views are allocations, side-effect-free ops or loads
     of the weight table, which move up with it. Buffers that may be one
     (two function arguments) count as the same.
+
+    With `gemv-epilogues` (default), the elementwise op that consumes a
+    GEMV product's output runs inside the GEMV kernel, at its store, and
+    is erased: a decode step's residual add after `o_proj`, the sigmoid of
+    the beta projection, the sum of the routed experts, shared experts and
+    residual after the shared down projection. The op must be a
+    `linalg.generic` over buffers of the output's shape with identity maps,
+    only parallel loops, one output, static strides (unit along n) and a
+    body of pure arith and math ops whose outside values are constants; it
+    must be the first op after the product to use the product's output
+    buffer (an allocation). Its other inputs are read at the output's
+    index; the product's sums are stored to C as well only when something
+    after the op may read C. When the op also reads the output of a later
+    GEMV product of the same A, shape and strides (an MLP's gate and up
+    projections under SiTU), the two become one product of two weights:
+    each warp computes row n of both, and the op combines them. The fused
+    op runs where the launch does, so nothing between the product and the
+    op may use either output or the op's output, or write what the op
+    reads; the op's output must not be A, nor any buffer the launch's other
+    products read or write. The definitions of its output and inputs move
+    up like a group member's.
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
@@ -713,6 +734,9 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
            "Multiprocessors of the target GPU (132: an H200): a GEMV launch "
            "splits k over up to four warps a row group while it has fewer "
            "than 32 warps an SM">,
+    Option<"gemvEpilogues", "gemv-epilogues", "bool", "true",
+           "Fuse the elementwise op that consumes a GEMV product's output "
+           "(and a second product it combines) into the GEMV kernel's store">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -8,6 +8,7 @@
 #include "lowering/ToGPU/GemvKernel.h"
 #include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
@@ -236,14 +237,18 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       return signalPassFailure();
     }
     kimi::gpu::GeneratedKernels gemvKernels(module, "kimi_gemv");
-    SmallVector<GemvCandidate> gemvs;
+    std::vector<GemvCandidate> gemvs;
     for (auto [op, c, fill] : gemms) {
-      if (std::optional<kimi::gpu::GemvKernelSpec> gemv = asGemv(op, c, fill))
+      if (std::optional<kimi::gpu::GemvKernelSpec> gemv = asGemv(op, c, fill)) {
         gemvs.push_back({op, *gemv, fill});
+        gemvs.back().c = c;
+      }
       else
         rewrite(b, op, c, fill);
     }
-    for (SmallVector<GemvCandidate> &group : groupGemvs(gemvs))
+    if (gemvEpilogues)
+      fuseEpilogues(gemvs);
+    for (std::vector<GemvCandidate> &group : groupGemvs(gemvs))
       launchGemv(gemvKernels, group);
   }
 
@@ -252,7 +257,336 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     mutable linalg::LinalgOp op;
     kimi::gpu::GemvKernelSpec spec;
     mutable linalg::FillOp fill;
+    Contraction c;
+    // With spec.weights == 2: the pair's later product and its fill.
+    mutable linalg::LinalgOp second;
+    mutable linalg::FillOp secondFill;
+    // With spec.epilogue: the fused elementwise op, its output and the
+    // extra buffers it reads.
+    mutable linalg::GenericOp epilogue;
+    Value out;
+    SmallVector<Value> extras;
+
+    /// What the fused parts read (the second weight, the extra buffers)
+    /// and write (the second output, the epilogue's output): the views,
+    /// and their roots.
+    SmallVector<Value> fusedReads() const {
+      SmallVector<Value> r(extras.begin(), extras.end());
+      if (second)
+        r.push_back(second.getDpsInputs()[1]);
+      return r;
+    }
+    SmallVector<Value> fusedWrites() const {
+      SmallVector<Value> w;
+      if (second)
+        w.push_back(second.getDpsInits()[0]);
+      if (out)
+        w.push_back(out);
+      return w;
+    }
+    /// Everything the launch of this candidate reads and writes (roots).
+    SmallVector<Value> allReadRoots() const {
+      SmallVector<Value> r{viewRoot(op.getDpsInputs()[0]),
+                           viewRoot(op.getDpsInputs()[1])};
+      for (Value v : fusedReads())
+        r.push_back(viewRoot(v));
+      return r;
+    }
+    SmallVector<Value> allWriteRoots() const {
+      SmallVector<Value> w{viewRoot(op.getDpsInits()[0])};
+      for (Value v : fusedWrites())
+        w.push_back(viewRoot(v));
+      return w;
+    }
+    bool isFill(Operation *x) const {
+      return (fill && fill.getOperation() == x) ||
+             (secondFill && secondFill.getOperation() == x);
+    }
   };
+
+  /// Whether any root of `a` may alias any of `b` (weights, which no
+  /// entry writes, alias nothing written).
+  static bool anyAlias(ArrayRef<Value> a, ArrayRef<Value> b) {
+    return llvm::any_of(a, [&](Value x) {
+      return !isWeightView(x) && llvm::any_of(b, [&](Value y) {
+               return !isWeightView(y) && mayAlias(x, y);
+             });
+    });
+  }
+
+  /// Whether `g` is an elementwise op the GEMV kernel can apply at the
+  /// store: identity maps over buffers of `shape` (f32), all loops
+  /// parallel, one output, and a body of pure, region-free arith and math
+  /// ops that yields one of its values and uses only constants from
+  /// outside.
+  static bool isEpilogueCandidate(linalg::GenericOp g, ArrayRef<int64_t> shape) {
+    if (!g.hasPureBufferSemantics() || g.getNumDpsInits() != 1 ||
+        !llvm::all_of(g.getIteratorTypesArray(),
+                      [](utils::IteratorType t) {
+                        return t == utils::IteratorType::parallel;
+                      }) ||
+        !llvm::all_of(g.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isIdentity(); }))
+      return false;
+    for (Value v : g->getOperands()) {
+      auto t = dyn_cast<MemRefType>(v.getType());
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      if (!t || t.getShape() != shape || !t.getElementType().isF32() ||
+          failed(t.getStridesAndOffset(strides, offset)) ||
+          ShapedType::isDynamic(offset) ||
+          llvm::any_of(strides, ShapedType::isDynamic))
+        return false;
+    }
+    Block &body = g.getRegion().front();
+    Operation *yield = body.getTerminator();
+    if (yield->getNumOperands() != 1 ||
+        yield->getOperand(0).getParentBlock() != &body)
+      return false;
+    for (Operation &op : body.without_terminator()) {
+      if (op.getNumRegions() != 0 || op.getNumResults() != 1 || !isPure(&op) ||
+          !isa<arith::ArithDialect, math::MathDialect>(op.getDialect()))
+        return false;
+      for (Value v : op.getOperands())
+        if (v.getParentBlock() != &body && !v.getDefiningOp<arith::ConstantOp>())
+          return false;
+    }
+    return true;
+  }
+
+  /// The canonical text of an epilogue: its bindings, strides and body
+  /// (values numbered in order, outside constants by value).
+  static std::string epilogueText(const kimi::gpu::GemvEpilogue &ep) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    DenseMap<Value, unsigned> id;
+    os << "args";
+    for (auto [arg, source] : llvm::zip(ep.body->getArguments(), ep.args)) {
+      id[arg] = id.size();
+      os << " " << source;
+    }
+    os << " ld " << ep.ldOut;
+    for (int64_t ld : ep.ldExtra)
+      os << "," << ld;
+    os << " keep " << ep.keepSum[0] << ep.keepSum[1] << ";";
+    for (Operation &op : *ep.body) {
+      os << " " << op.getName() << "(";
+      for (Value v : op.getOperands()) {
+        if (auto it = id.find(v); it != id.end())
+          os << "%" << it->second;
+        else
+          os << v.getDefiningOp<arith::ConstantOp>().getValue();
+        os << ",";
+      }
+      os << ")";
+      if (Attribute props = op.getPropertiesAsAttribute())
+        os << props;
+      os << op.getDiscardableAttrDictionary();
+      for (Value r : op.getResults()) {
+        id[r] = id.size();
+        os << ":" << r.getType();
+      }
+    }
+    return text;
+  }
+
+  /// The row stride (over m) of `buffer`, a buffer of the shape of `c`'s
+  /// output read elementwise, and whether it has a unit stride along n.
+  static std::optional<int64_t> rowStride(GemvCandidate &cand, Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    SmallVector<int64_t> s;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(s, offset)))
+      return std::nullopt;
+    SmallVector<int64_t> perLoop(cand.op.getNumLoops(), 0);
+    AffineMap map = cand.op.getMatchingIndexingMap(cand.op.getDpsInitOperand(0));
+    for (unsigned r = 0; r < map.getNumResults(); ++r)
+      perLoop[map.getDimPosition(r)] = type.getDimSize(r) == 1 ? 0 : s[r];
+    if (cand.spec.n != 1 && perLoop[cand.c.n] != 1)
+      return std::nullopt;
+    return cand.spec.m == 1 ? 0 : perLoop[cand.c.m];
+  }
+
+  /// Whether something after `after` in its block (other than deallocs)
+  /// may use `root`, or `root` is not an allocation of that block.
+  static bool usedAfter(Operation *after, Value root) {
+    auto alloc = root.getDefiningOp<memref::AllocOp>();
+    if (!alloc || alloc->getBlock() != after->getBlock())
+      return true;
+    for (Operation *x = after->getNextNode(); x; x = x->getNextNode())
+      if (!isa<memref::DeallocOp>(x) && mayUse(x, root))
+        return true;
+    return false;
+  }
+
+  /// Fuses into GEMV candidates the elementwise ops that consume their
+  /// outputs (see the pass description): sets each one's epilogue, pairs
+  /// two products that one such op combines, and drops the pairs' second
+  /// products from `gemvs`.
+  void fuseEpilogues(std::vector<GemvCandidate> &gemvs) {
+    using kimi::gpu::GemvEpilogue;
+    SmallVector<bool> dropped(gemvs.size(), false);
+    for (size_t i = 0; i < gemvs.size(); ++i) {
+      if (dropped[i])
+        continue;
+      GemvCandidate &cand = gemvs[i];
+      Operation *p = cand.op;
+      Value c = cand.op.getDpsInits()[0], cRoot = viewRoot(c);
+      if (!cRoot.getDefiningOp<memref::AllocOp>())
+        continue;
+      // The first op after the product to use its output.
+      linalg::GenericOp g;
+      for (Operation *x = p->getNextNode(); x; x = x->getNextNode()) {
+        if (isa<ViewLikeOpInterface>(x) && isPure(x))
+          continue; // a view's uses are found where they are
+        if (mayUse(x, cRoot)) {
+          g = dyn_cast<linalg::GenericOp>(x);
+          break;
+        }
+      }
+      auto cType = cast<MemRefType>(c.getType());
+      if (!g || !isEpilogueCandidate(g, cType.getShape()))
+        continue;
+      // Bind the generic's operands: this product's output, at most one
+      // other candidate's (a pair), or extra buffers.
+      GemvEpilogue ep;
+      ep.body = &g.getRegion().front();
+      std::optional<size_t> partner;
+      SmallVector<Value> extras;
+      bool ok = true;
+      for (OpOperand &operand : g->getOpOperands()) {
+        Value v = operand.get();
+        BlockArgument arg = ep.body->getArgument(operand.getOperandNumber());
+        bool isInit = g.isDpsInit(&operand);
+        auto sameView = [&](Value view) {
+          return view == v || (viewRoot(view) == viewRoot(v) &&
+                               view.getType() == v.getType());
+        };
+        if (sameView(c)) {
+          ep.args.push_back(GemvEpilogue::kSum0);
+          continue;
+        }
+        if (isInit && arg.use_empty()) {
+          ep.args.push_back(GemvEpilogue::kUnused);
+          continue;
+        }
+        // Another candidate's output: the pair's second product.
+        std::optional<size_t> other;
+        for (size_t j = i + 1; j < gemvs.size() && !other; ++j)
+          if (!dropped[j] && sameView(gemvs[j].op.getDpsInits()[0]))
+            other = j;
+        if (other) {
+          if (partner && *partner != *other) {
+            ok = false;
+            break;
+          }
+          partner = other;
+          ep.args.push_back(GemvEpilogue::kSum1);
+          continue;
+        }
+        // An extra buffer, read at the output's index (an init read by the
+        // body is one too).
+        auto at = llvm::find(extras, v);
+        ep.args.push_back(at - extras.begin());
+        if (at == extras.end())
+          extras.push_back(v);
+      }
+      if (!ok)
+        continue;
+      Value out = g.getDpsInits()[0], outRoot = viewRoot(out);
+      GemvCandidate *pair = partner ? &gemvs[*partner] : nullptr;
+      if (pair) {
+        const kimi::gpu::GemvKernelSpec &a = cand.spec, &b = pair->spec;
+        Operation *q = pair->op;
+        Value qRoot = viewRoot(pair->op.getDpsInits()[0]);
+        if (q->getBlock() != p->getBlock() || !q->isBeforeInBlock(g) ||
+            !qRoot.getDefiningOp<memref::AllocOp>() ||
+            viewRoot(pair->op.getDpsInputs()[0]) != viewRoot(cand.op.getDpsInputs()[0]) ||
+            staticOffset(pair->op.getDpsInputs()[0]) !=
+                staticOffset(cand.op.getDpsInputs()[0]) ||
+            a.m != b.m || a.n != b.n || a.k != b.k || a.lda != b.lda ||
+            a.ldb != b.ldb || a.ldc != b.ldc || a.rowsPerWarp != b.rowsPerWarp ||
+            a.accumulate != b.accumulate || b.weights != 1 || b.epilogue)
+          continue;
+      }
+      // Everything the fused op needs must exist where the product runs.
+      SetVector<Operation *> chain;
+      bool hoistable = hoistableChain(out, p, chain);
+      for (Value x : extras)
+        hoistable = hoistable && hoistableChain(x, p, chain);
+      if (pair)
+        hoistable = hoistable &&
+                    hoistableChain(pair->op.getDpsInputs()[1], p, chain) &&
+                    hoistableChain(pair->op.getDpsInits()[0], p, chain);
+      if (!hoistable)
+        continue;
+      // Nothing between the product and the fused op may see the outputs
+      // (the sums or the fused op's), or change an extra; nothing before
+      // the pair's second product may change what it reads.
+      Value aRoot = viewRoot(cand.op.getDpsInputs()[0]);
+      Value qRoot = pair ? viewRoot(pair->op.getDpsInits()[0]) : Value();
+      Value qWeight = pair ? viewRoot(pair->op.getDpsInputs()[1]) : Value();
+      bool clear = true;
+      for (Operation *x = p->getNextNode(); x != g.getOperation() && clear;
+           x = x->getNextNode()) {
+        if (chain.contains(x) ||
+            (pair && (x == pair->op.getOperation() ||
+                      (pair->fill && x == pair->fill.getOperation()))))
+          continue;
+        clear = !mayUse(x, cRoot) && !mayUse(x, outRoot) &&
+                llvm::none_of(extras, [&](Value e) {
+                  return mayWrite(x, viewRoot(e));
+                });
+        if (pair && clear) {
+          clear = !mayUse(x, qRoot);
+          if (x->isBeforeInBlock(pair->op))
+            clear = clear && !mayWrite(x, aRoot) && !mayWrite(x, qWeight);
+        }
+      }
+      // The fused op reads no output of the launch but its own sums, and
+      // writes nothing the launch's other warps read.
+      clear = clear && !mayAlias(outRoot, aRoot);
+      for (Value e : extras)
+        clear = clear && !mayAlias(viewRoot(e), cRoot) &&
+                !(pair && mayAlias(viewRoot(e), qRoot));
+      if (!clear)
+        continue;
+      auto ldOut = rowStride(cand, out);
+      if (!ldOut)
+        continue;
+      ep.ldOut = *ldOut;
+      for (Value x : extras) {
+        auto ld = rowStride(cand, x);
+        if (!ld) {
+          ok = false;
+          break;
+        }
+        ep.ldExtra.push_back(*ld);
+      }
+      if (!ok)
+        continue;
+      ep.keepSum[0] = cRoot != outRoot && usedAfter(g, cRoot);
+      ep.keepSum[1] = pair && qRoot != outRoot && usedAfter(g, qRoot);
+      ep.text = epilogueText(ep);
+      for (Operation *def : chain)
+        def->moveBefore(p);
+      if (pair) {
+        cand.spec.weights = 2;
+        cand.second = pair->op;
+        cand.secondFill = pair->fill;
+        dropped[*partner] = true;
+      }
+      cand.spec.epilogue = std::move(ep);
+      cand.epilogue = g;
+      cand.out = out;
+      cand.extras = std::move(extras);
+    }
+    std::vector<GemvCandidate> kept;
+    for (size_t i = 0; i < gemvs.size(); ++i)
+      if (!dropped[i])
+        kept.push_back(std::move(gemvs[i]));
+    gemvs = std::move(kept);
+  }
 
   /// The static offset of a buffer the GEMV kernel takes (asGemv checked
   /// it is static): with the root, m, k and lda it fixes the rows read, so
@@ -361,15 +695,15 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   /// group can be launched at its first product's place with it inside
   /// (see the pass description); the chains its weight and output need
   /// are moved up as the product joins.
-  SmallVector<SmallVector<GemvCandidate>>
+  std::vector<std::vector<GemvCandidate>>
   groupGemvs(ArrayRef<GemvCandidate> gemvs) {
-    SmallVector<SmallVector<GemvCandidate>> groups;
+    std::vector<std::vector<GemvCandidate>> groups;
     SmallVector<bool> taken(gemvs.size(), false);
     for (size_t i = 0; i < gemvs.size(); ++i) {
       if (taken[i])
         continue;
       taken[i] = true;
-      SmallVector<GemvCandidate> group{gemvs[i]};
+      std::vector<GemvCandidate> group{gemvs[i]};
       Operation *first = gemvs[i].op;
       Value a = gemvs[i].op.getDpsInputs()[0], aRoot = viewRoot(a);
       const kimi::gpu::GemvKernelSpec &lead = gemvs[i].spec;
@@ -389,25 +723,54 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         SetVector<Operation *> chain;
         if (!hoistableChain(w, first, chain) || !hoistableChain(out, first, chain))
           continue;
+        SmallVector<Value> fusedReads = cand.fusedReads(),
+                           fusedWrites = cand.fusedWrites();
+        if (!llvm::all_of(llvm::concat<Value>(fusedReads, fusedWrites),
+                          [&](Value v) { return hoistableChain(v, first, chain); }))
+          continue;
+        SmallVector<Value> fusedReadRoots, fusedWriteRoots;
+        for (Value v : fusedReads)
+          fusedReadRoots.push_back(viewRoot(v));
+        for (Value v : fusedWrites)
+          fusedWriteRoots.push_back(viewRoot(v));
         // The candidate and the group's first product run at once: neither
         // may touch what the other writes. Nothing between them (checked
         // below) may see the candidate's output or change what it reads.
+        // The fused parts (pairs, epilogues) of the candidate and of the
+        // group's products run at once too.
         bool clear = !mayUse(first, outRoot) && !mayWrite(op, aRoot) &&
                      llvm::none_of(group, [&](const GemvCandidate &g) {
                        return mayWrite(op, viewRoot(g.op.getDpsInputs()[1]));
                      });
+        for (const GemvCandidate &g : group) {
+          SmallVector<Value> gFused;
+          for (Value v : llvm::concat<Value>(g.fusedReads(), g.fusedWrites()))
+            gFused.push_back(viewRoot(v));
+          SmallVector<Value> gAll = g.allReadRoots();
+          llvm::append_range(gAll, g.allWriteRoots());
+          SmallVector<Value> gFusedWrites;
+          for (Value v : g.fusedWrites())
+            gFusedWrites.push_back(viewRoot(v));
+          clear = clear && !anyAlias(fusedWriteRoots, gAll) &&
+                  !anyAlias(cand.allWriteRoots(), gFused) &&
+                  !anyAlias(gFusedWrites, cand.allReadRoots());
+        }
         bool aChanged = false;
         for (Operation *x = first->getNextNode(); x != op && clear;
              x = x->getNextNode()) {
           // The zero fills go; the group's products are checked like any
           // other op: they run at once inside the kernel.
-          if (chain.contains(x) || x == cand.fill.getOperation() ||
+          if (chain.contains(x) || cand.isFill(x) ||
               llvm::any_of(group, [&](const GemvCandidate &g) {
-                return g.fill && g.fill.getOperation() == x;
+                return g.isFill(x);
               }))
             continue;
           aChanged = mayWrite(x, aRoot);
-          clear = !aChanged && !mayUse(x, outRoot) && !mayWrite(x, wRoot);
+          clear = !aChanged && !mayUse(x, outRoot) && !mayWrite(x, wRoot) &&
+                  llvm::none_of(fusedWriteRoots,
+                                [&](Value r) { return mayUse(x, r); }) &&
+                  llvm::none_of(fusedReadRoots,
+                                [&](Value r) { return mayWrite(x, r); });
         }
         if (aChanged) // written or freed: no later product joins either
           break;
@@ -487,6 +850,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       rows += g.spec.n;
       if (g.fill)
         g.fill->erase();
+      if (g.secondFill)
+        g.secondFill->erase();
     }
     // About 32 warps an SM: enough loads in flight to keep HBM busy.
     spec.kSplit = kimi::gpu::chooseGemvKSplit(
@@ -494,7 +859,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         32 * smCount);
     std::string name = "gemv_" + spec.key();
     mlir::gpu::GPUFuncOp fn =
-        kernels.get(spec.key(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
+        kernels.get(spec.identity(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
           return kimi::gpu::emitGemvKernel(mb, loc, m, name, spec);
         });
     OpBuilder b(first);
@@ -521,14 +886,28 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     for (const GemvCandidate &g : group) {
       args.push_back(flat(g.op.getDpsInputs()[1]));
       args.push_back(flat(g.op.getDpsInits()[0]));
+      if (g.second) {
+        args.push_back(flat(g.second.getDpsInputs()[1]));
+        args.push_back(flat(g.second.getDpsInits()[0]));
+      }
+      if (g.out) {
+        args.push_back(flat(g.out));
+        for (Value x : g.extras)
+          args.push_back(flat(x));
+      }
     }
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
     mlir::gpu::LaunchFuncOp::create(
         b, loc, fn, mlir::gpu::KernelDim3{c(kimi::gpu::gemvBlocks(spec)), c(1), c(1)},
         mlir::gpu::KernelDim3{c(kimi::gpu::kGemvThreads), c(1), c(1)}, Value(),
         ValueRange(args));
-    for (const GemvCandidate &g : group)
+    for (const GemvCandidate &g : group) {
+      if (g.epilogue)
+        g.epilogue->erase();
+      if (g.second)
+        g.second->erase();
       g.op->erase();
+    }
   }
 
   void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c,

@@ -14,6 +14,9 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 
@@ -27,7 +30,22 @@ std::string GemvKernelSpec::key() const {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
          "_" + std::to_string(lda) + "_" + std::to_string(ldb) + "_" +
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
-         (accumulate ? "_acc" : "");
+         (accumulate ? "_acc" : "") + (weights == 2 ? "_x2" : "") +
+         (epilogue ? "_e" + llvm::utohexstr(llvm::xxh3_64bits(epilogue->text),
+                                            /*LowerCase=*/true)
+                   : "");
+}
+
+int64_t GemvKernelSpec::bufferArgs() const {
+  return 2 * weights + (epilogue ? 1 + int64_t(epilogue->ldExtra.size()) : 0);
+}
+
+std::string GemvGroupSpec::identity() const {
+  std::string id = key();
+  for (const GemvKernelSpec &p : products)
+    if (p.epilogue)
+      id += "|" + p.epilogue->text;
+  return id;
 }
 
 std::string GemvGroupSpec::key() const {
@@ -101,6 +119,20 @@ LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec, std::string &why)
     why = "row strides of A and B must be multiples of 4 (16-byte loads)";
   else if (spec.rowsPerWarp < 1 || spec.rowsPerWarp > 4)
     why = "rows per warp must be 1..4";
+  else if (spec.weights != 1 && spec.weights != 2)
+    why = "weights = " + std::to_string(spec.weights) + " is not 1 or 2";
+  else if (const std::optional<GemvEpilogue> &ep = spec.epilogue) {
+    if (!ep->body || ep->args.size() != ep->body->getNumArguments())
+      why = "the epilogue binds " + std::to_string(ep->args.size()) +
+            " block arguments of a body that has " +
+            std::to_string(ep->body ? ep->body->getNumArguments() : 0);
+    for (int64_t a : ep->args)
+      if (why.empty() &&
+          (a < GemvEpilogue::kUnused || a >= int64_t(ep->ldExtra.size()) ||
+           (a == GemvEpilogue::kSum1 && spec.weights != 2)))
+        why = "epilogue argument " + std::to_string(a) +
+              " names no sum or extra buffer";
+  }
   return success(why.empty());
 }
 
@@ -191,17 +223,45 @@ Value emitWarpTotal(KernelEmitter &e, Value partial) {
   return s;
 }
 
+namespace {
+/// The epilogue's value at one output: `body` cloned with its block
+/// arguments bound to `sums` and `extras` (see GemvEpilogue::args), and the
+/// constants it uses from outside cloned in first.
+Value emitEpilogue(OpBuilder &b, const GemvEpilogue &ep, ArrayRef<Value> sums,
+                   ArrayRef<Value> extras) {
+  IRMapping map;
+  for (auto [arg, source] : llvm::zip(ep.body->getArguments(), ep.args)) {
+    if (source == GemvEpilogue::kUnused)
+      continue;
+    map.map(arg, source >= 0 ? extras[source]
+                             : sums[source == GemvEpilogue::kSum0 ? 0 : 1]);
+  }
+  for (Operation &op : ep.body->without_terminator()) {
+    for (Value v : op.getOperands())
+      if (!map.contains(v))
+        if (Operation *def = v.getDefiningOp())
+          map.map(v, b.clone(*def)->getResult(0)); // an arith.constant
+    b.clone(op, map);
+  }
+  return map.lookup(ep.body->getTerminator()->getOperand(0));
+}
+} // namespace
+
 mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
                                     mlir::gpu::GPUModuleOp module, StringRef name,
                                     const GemvGroupSpec &group) {
   const GemvKernelSpec &shared = group.products.front();
   const int64_t M = shared.m, K = shared.k, R = shared.rowsPerWarp;
+  int64_t maxW = 1, args = 1;
+  for (const GemvKernelSpec &p : group.products) {
+    maxW = std::max(maxW, p.weights);
+    args += p.bufferArgs();
+  }
   // Warp w takes row group w / S of its block and k share w % S.
   const int64_t S = group.kSplit, share = K / S,
                 groupsPerBlock = kGemvWarps / S;
   MemRefType buffer = gemvBufferType(b.getContext());
-  SmallVector<Type> args(1 + 2 * group.products.size(), buffer);
-  GPUFuncOpAndEmitter k(b, loc, module, name, args,
+  GPUFuncOpAndEmitter k(b, loc, module, name, SmallVector<Type>(args, buffer),
                         {static_cast<int32_t>(kGemvThreads), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
@@ -211,13 +271,19 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   Value kStart = S > 1 ? e.mul(e.remu(warp, e.idx(S)), e.idx(share)) : e.idx(0);
   // The S warps of a row group meet here: one sum per output and warp.
   Value sums = S > 1 ? e.sharedBuffer(module, (name + "_sums").str(),
-                                      kGemvWarps * M * R, b.getF32Type())
+                                      kGemvWarps * M * maxW * R, b.getF32Type())
                      : Value();
 
-  // One product over the blocks [0, gemvBlocks(spec)) of `blockIndex`.
-  auto product = [&](const GemvKernelSpec &spec, Value B, Value C,
+  // One product over the blocks [0, gemvBlocks(spec)) of `blockIndex`;
+  // `buffers` are its kernel arguments (GemvKernelSpec::bufferArgs).
+  auto product = [&](const GemvKernelSpec &spec, ArrayRef<Value> buffers,
                      Value blockIndex) {
-    const int64_t N = spec.n;
+    const int64_t N = spec.n, W = spec.weights, T = M * W * R;
+    SmallVector<Value> Bs, Cs;
+    for (int64_t j = 0; j < W; ++j) {
+      Bs.push_back(buffers[2 * j]);
+      Cs.push_back(buffers[2 * j + 1]);
+    }
     Value firstRow = e.mul(
         e.add(e.mul(blockIndex, e.idx(groupsPerBlock)), rowGroup), e.idx(R));
     // Rows past N read row N - 1 and are not stored.
@@ -232,39 +298,43 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     for (int64_t r = 0; r < R; ++r)
       rowBase[r] = e.add(e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb)),
                          kStart);
-    // Every (m, r) pair: row r of B (loaded once) times row m of A.
+    // Every (m, j, r): row r of weight j (loaded once) times row m of A;
+    // output index (m W + j) R + r.
     SmallVector<WarpDotRow> dots;
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t r = 0; r < R; ++r)
-        dots.push_back({B, rowBase[r], static_cast<unsigned>(m)});
-    // Loads in flight per lane and group: group * (R + M) pieces of 16 bytes.
+      for (int64_t j = 0; j < W; ++j)
+        for (int64_t r = 0; r < R; ++r)
+          dots.push_back({Bs[j], rowBase[r], static_cast<unsigned>(m)});
+    // Loads in flight per lane and group: group * (W R + M) pieces of 16
+    // bytes.
     SmallVector<Value> acc =
-        emitWarpDotPartials(e, x, dots, share, R + M <= 3 ? 8 : 4);
+        emitWarpDotPartials(e, x, dots, share, W * R + M <= 3 ? 8 : 4);
     SmallVector<Value> total;
     for (Value v : acc)
       total.push_back(emitWarpTotal(e, v));
     if (S > 1) {
       // Each warp's sums to shared memory; the row group's first warp adds
       // the S shares in order.
-      for (int64_t i = 0; i < M * R; ++i) {
+      for (int64_t i = 0; i < T; ++i) {
         auto mine = scf::IfOp::create(b, loc, e.eq(lane, e.idx(i % 32)), false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&mine.getThenRegion().front());
-        e.store(total[i], sums, e.add(e.mul(warp, e.idx(M * R)), e.idx(i)));
+        e.store(total[i], sums, e.add(e.mul(warp, e.idx(T)), e.idx(i)));
       }
       e.barrier();
       Value firstWarp = e.mul(rowGroup, e.idx(S));
-      for (int64_t i = 0; i < M * R; ++i) {
-        Value v = e.load(sums, e.add(e.mul(firstWarp, e.idx(M * R)), e.idx(i)));
+      for (int64_t i = 0; i < T; ++i) {
+        Value v = e.load(sums, e.add(e.mul(firstWarp, e.idx(T)), e.idx(i)));
         for (int64_t w = 1; w < S; ++w)
           v = e.fadd(v, e.load(sums, e.add(e.mul(e.add(firstWarp, e.idx(w)),
-                                                 e.idx(M * R)),
+                                                 e.idx(T)),
                                            e.idx(i))));
         total[i] = v;
       }
     }
     // Only the row group's first warp stores.
     Value storer = S > 1 ? e.eq(warp, e.mul(rowGroup, e.idx(S))) : Value();
+    const std::optional<GemvEpilogue> &ep = spec.epilogue;
     // Output (m, r) is stored by lane (m R + r) mod 32.
     for (int64_t m = 0; m < M; ++m)
       for (int64_t r = 0; r < R; ++r) {
@@ -275,31 +345,46 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&guard.getThenRegion().front());
         Value at = e.add(e.idx(m * spec.ldc), row[r]);
-        Value v = total[m * R + r];
-        if (spec.accumulate)
-          v = e.fadd(e.load(C, at), v);
-        e.store(v, C, at);
+        SmallVector<Value> v;
+        for (int64_t j = 0; j < W; ++j) {
+          v.push_back(total[(m * W + j) * R + r]);
+          if (spec.accumulate)
+            v[j] = e.fadd(e.load(Cs[j], at), v[j]);
+          if (!ep || ep->keepSum[j])
+            e.store(v[j], Cs[j], at);
+        }
+        if (!ep)
+          continue;
+        SmallVector<Value> extras;
+        for (auto [i, ld] : llvm::enumerate(ep->ldExtra))
+          extras.push_back(e.load(buffers[2 * W + 1 + i],
+                                  e.add(e.idx(m * ld), row[r])));
+        e.store(emitEpilogue(b, *ep, v, extras), buffers[2 * W],
+                e.add(e.idx(m * ep->ldOut), row[r]));
       }
   };
 
   // Product p owns blocks [start_p, start_p + gemvBlocks(p)): a chain of
   // ifs on the block index, the last product in the innermost else.
   Value block = e.blockId(mlir::gpu::Dimension::x);
-  int64_t start = 0;
+  int64_t start = 0, firstArg = 1;
   const size_t P = group.products.size();
   for (size_t p = 0; p < P; ++p) {
     const GemvKernelSpec &spec = group.products[p];
-    Value B = body.getArgument(1 + 2 * p), C = body.getArgument(2 + 2 * p);
+    SmallVector<Value> buffers;
+    for (int64_t i = 0; i < spec.bufferArgs(); ++i)
+      buffers.push_back(body.getArgument(firstArg + i));
+    firstArg += spec.bufferArgs();
     Value local = start ? e.sub(block, e.idx(start)) : block;
     const int64_t end = start + gemvBlocks(spec, S);
     if (p + 1 == P) {
-      product(spec, B, C, local);
+      product(spec, buffers, local);
       break;
     }
     auto branch = scf::IfOp::create(b, loc, e.ult(block, e.idx(end)),
                                     /*withElseRegion=*/true);
     b.setInsertionPointToStart(&branch.getThenRegion().front());
-    product(spec, B, C, local);
+    product(spec, buffers, local);
     b.setInsertionPointToStart(&branch.getElseRegion().front());
     start = end;
   }

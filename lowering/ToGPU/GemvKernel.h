@@ -22,10 +22,35 @@
 #include "mlir/IR/Builders.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kimi::gpu {
+
+/// An elementwise function of a product's sums, applied before the store:
+/// the body of the linalg.generic that consumed the product's output (a
+/// residual add, a gate's sigmoid, SiTU of a gate and up pair), fused by
+/// kimi-gpu-gemm-calls. Its value at output (m, n) is stored to the `out`
+/// buffer at (m, n); each block argument of `body` reads one of the
+/// product's sums or an extra buffer at the same (m, n).
+struct GemvEpilogue {
+  /// Values of `args`: the sum of weight 0 or 1 (after accumulation onto
+  /// C), a block argument the body does not use; i >= 0: extra buffer i.
+  static constexpr int64_t kSum0 = -1, kSum1 = -2, kUnused = -3;
+  /// The generic's body (valid while the pass runs). Values it uses from
+  /// outside are arith.constant ops, cloned into the kernel.
+  mlir::Block *body = nullptr;
+  /// What each block argument of `body` reads.
+  llvm::SmallVector<int64_t> args;
+  /// Row stride (over m) of the output and of each extra buffer.
+  int64_t ldOut = 0;
+  llvm::SmallVector<int64_t> ldExtra;
+  /// Weight j's sums are stored to its C as well (something reads C later).
+  bool keepSum[2] = {false, false};
+  /// The body and bindings as canonical text: equal texts, equal kernels.
+  std::string text;
+};
 
 struct GemvKernelSpec {
   int64_t m = 1, n = 0, k = 0;
@@ -33,9 +58,18 @@ struct GemvKernelSpec {
   int64_t rowsPerWarp = 2;
   /// C += A B^T (the product accumulates onto C); else C = A B^T.
   bool accumulate = false;
+  /// Weights read against A (1, or 2: a pair such as an MLP's gate and up,
+  /// whose row n each warp computes together for the epilogue to combine).
+  /// Both have ldb, both outputs ldc.
+  int64_t weights = 1;
+  std::optional<GemvEpilogue> epilogue;
 
-  /// A key naming the specialisation (kernels are shared by equal specs).
+  /// A key naming the specialisation (kernels are shared by equal specs;
+  /// an epilogue adds a hash of its text).
   std::string key() const;
+  /// The kernel's buffer arguments for this product: b0, c0, [b1, c1],
+  /// then with an epilogue out and the extra buffers.
+  int64_t bufferArgs() const;
 };
 
 /// Several products that read the same A (a decode step's projections of
@@ -51,6 +85,9 @@ struct GemvGroupSpec {
 
   /// A single product's key, or the products' keys joined.
   std::string key() const;
+  /// The key with each epilogue's whole text: what GeneratedKernels shares
+  /// kernels by (a hash in the name cannot make two epilogues one kernel).
+  std::string identity() const;
 };
 
 inline constexpr int64_t kGemvThreads = 128;
@@ -105,7 +142,8 @@ emitWarpDotPartials(KernelEmitter &e, llvm::ArrayRef<WarpDotVector> vectors,
 /// a butterfly, so every lane gets the total.
 mlir::Value emitWarpTotal(KernelEmitter &e, mlir::Value partial);
 
-/// Emits `gpu.func @name(a, b0, c0, b1, c1, ...)` into `module`.
+/// Emits `gpu.func @name(a, <product 0's buffers>, <product 1's>, ...)`
+/// into `module` (GemvKernelSpec::bufferArgs).
 mlir::gpu::GPUFuncOp emitGemvKernel(mlir::OpBuilder &b, mlir::Location loc,
                                     mlir::gpu::GPUModuleOp module,
                                     llvm::StringRef name,

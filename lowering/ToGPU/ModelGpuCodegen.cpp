@@ -348,6 +348,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       gemm.precision = options.matmulPrecision;
       gemm.gemvMaxM = options.gemvMaxM;
       gemm.gemvMaxGroup = options.gemvMaxGroup;
+      gemm.gemvEpilogues = options.gemvEpilogues;
       gemm.smCount = options.smCount;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }

@@ -74,6 +74,10 @@ struct ModelGpuCodegenOptions {
   /// GEMV products of one input launched together, at most (kimi-gpu-gemm-
   /// calls{gemv-max-group}); 1: one launch each.
   int64_t gemvMaxGroup = 8;
+  /// The elementwise op after a GEMV product (a residual add, a gate's
+  /// activation) runs at the GEMV kernel's store (kimi-gpu-gemm-calls
+  /// {gemv-epilogues}).
+  bool gemvEpilogues = true;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
   /// Every kernel begins by waiting for its predecessor's grid

@@ -302,6 +302,13 @@ cl::opt<int64_t> gpuGemvMaxGroup(
              "launch of at most this many (1..8; kimi-gpu-gemm-calls"
              "{gemv-max-group}; default 8, 1: one launch per product)"),
     cl::init(8), cl::cat(category));
+cl::opt<bool> gpuGemvEpilogues(
+    "gpu-gemv-epilogues",
+    cl::desc("--target sm_90a models: the elementwise op that consumes a GEMV "
+             "product (a residual add, the beta sigmoid, SiTU of a gate and up "
+             "pair) runs at the GEMV kernel's store instead of as a launch of "
+             "its own (kimi-gpu-gemm-calls{gemv-epilogues}; default on)"),
+    cl::init(true), cl::cat(category));
 cl::opt<int64_t> gpuReductionUnroll(
     "gpu-reduction-unroll",
     cl::desc("--target sm_90a models: iterations each lane of a reduction "
@@ -524,6 +531,7 @@ int main(int argc, char **argv) {
       if (gpuGemvMaxGroup < 1 || gpuGemvMaxGroup > 8)
         return fail("--gpu-gemv-max-group must be in 1..8");
       codegen.gemvMaxGroup = gpuGemvMaxGroup;
+      codegen.gemvEpilogues = gpuGemvEpilogues;
       codegen.gridDependencies = gpuGridDependencies;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;

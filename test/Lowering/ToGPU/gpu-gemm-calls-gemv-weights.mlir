@@ -1,4 +1,4 @@
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" -split-input-file | FileCheck %s
+// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false" -split-input-file | FileCheck %s
 
 // As the GPU model target runs them: the weights are descriptors around
 // pointers loaded from the weight table, which no entry writes, so a kernel
@@ -6,7 +6,7 @@
 // short convolution of q) does not keep them apart, and the loads of the
 // second weight's pointer move up to the group's launch. With the input
 // an argument as well, the state could be the input: no group.
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" -split-input-file | FileCheck %s --check-prefix=ARG
+// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false" -split-input-file | FileCheck %s --check-prefix=ARG
 #x = affine_map<(t, n, k) -> (t, k)>
 #w = affine_map<(t, n, k) -> (n, k)>
 #o = affine_map<(t, n, k) -> (t, n)>

@@ -1,8 +1,8 @@
 // With one SM's 32 warps as the target, these launches have warps enough
 // and keep k whole; the default (132 SMs) splits it (SPLIT, below).
-// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" | FileCheck %s
-// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 gemv-max-group=1 sm-count=1" | FileCheck %s --check-prefix=SINGLE
-// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=gemv-max-m=4 | FileCheck %s --check-prefix=SPLIT
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false" | FileCheck %s
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 gemv-max-group=1 sm-count=1 gemv-epilogues=false" | FileCheck %s --check-prefix=SINGLE
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 gemv-epilogues=false" | FileCheck %s --check-prefix=SPLIT
 
 // 96 rows of 2048 are 48 warps: far from 32 an SM on 132 SMs, so four warps
 // share each row pair, a quarter of k (512: four chunks, all in flight)

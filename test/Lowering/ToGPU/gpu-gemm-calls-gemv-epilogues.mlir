@@ -1,0 +1,260 @@
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1" | FileCheck %s
+
+// A decode step's o_proj and residual add: the add runs at the GEMV's
+// store and is gone. The launch takes A, B, C, the add's output and the
+// residual; C itself is never stored (nothing reads it after the add).
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @residual_add
+// CHECK-NOT: linalg.
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_e[[H:[0-9a-f]+]] blocks in (%c12,
+// CHECK-SAME: args(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK-NOT: linalg.
+// CHECK: return
+// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2_e[[H]](%[[A:.*]]: memref<?xf32, strided<[1], offset: ?>>, %[[B:.*]]: memref<?xf32, strided<[1], offset: ?>>, %[[C:.*]]: memref<?xf32, strided<[1], offset: ?>>, %[[OUT:.*]]: memref<?xf32, strided<[1], offset: ?>>, %[[RES:.*]]: memref<?xf32, strided<[1], offset: ?>>)
+// Two outputs a warp (rows r and r + 1), each: the residual, the add, the
+// store to the add's output.
+// CHECK-NOT: memref.store %{{.*}}, %[[C]]
+// CHECK: scf.if
+// CHECK: %[[R0:.*]] = memref.load %[[RES]]
+// CHECK: %[[S0:.*]] = arith.addf %[[R0]], %{{.*}} : f32
+// CHECK: memref.store %[[S0]], %[[OUT]]
+// CHECK-NOT: memref.store %{{.*}}, %[[C]]
+// CHECK: scf.if
+// CHECK: %[[R1:.*]] = memref.load %[[RES]]
+// CHECK: %[[S1:.*]] = arith.addf %[[R1]], %{{.*}} : f32
+// CHECK: memref.store %[[S1]], %[[OUT]]
+// CHECK-NOT: memref.store %{{.*}}, %[[C]]
+// CHECK: gpu.return
+func.func @residual_add(%x: memref<1x1x256xf32>, %wo: memref<96x256xf32>, %res: memref<1x1x96xf32>) -> memref<1x1x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wo : memref<1x1x256xf32>, memref<96x256xf32>) outs(%o : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc() : memref<1x1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%res, %o : memref<1x1x96xf32>, memref<1x1x96xf32>) outs(%h : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %o : memref<1x1x96xf32>
+  return %h : memref<1x1x96xf32>
+}
+
+// -----
+
+// The beta projection's sigmoid, in place, inside a group of projections
+// of one input: only the product that has it carries the epilogue. The
+// constant the body uses from outside is cloned into the kernel. A
+// product whose output is read after its epilogue stores its sums too.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+#id = affine_map<(t, n) -> (t, n)>
+// CHECK-LABEL: func.func @sigmoid_in_group
+// CHECK-NOT: linalg.
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_e[[K:[0-9a-f]+]]__1x16x256_0_256_0_r2_e[[S:[0-9a-f]+]] blocks in (%c14,
+// CHECK-NOT: linalg.
+// CHECK: return
+// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2_e[[K]]__1x16x256_0_256_0_r2_e[[S]](%{{.*}}: memref<?xf32, strided<[1], offset: ?>>, %{{.*}}: memref<?xf32, strided<[1], offset: ?>>, %[[KC:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %[[KOUT:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %{{.*}}: memref<?xf32, strided<[1], offset: ?>>, %[[BC:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %[[BOUT:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>)
+// k's sums go to C (returned) and, exp'd, to the epilogue's output.
+// CHECK: memref.store %[[KS:.*]], %[[KC]]
+// CHECK: %[[KE:.*]] = math.exp %[[KS]]
+// CHECK: memref.store %[[KE]], %[[KOUT]]
+// beta: 1 / (1 + exp(-x)) with the constant 1.0 cloned, stored in place.
+// CHECK: arith.constant 1.000000e+00 : f32
+// CHECK: %[[N:.*]] = arith.negf
+// CHECK: %[[E:.*]] = math.exp %[[N]]
+// CHECK: %[[D:.*]] = arith.addf %[[E]]
+// CHECK: %[[Q:.*]] = arith.divf %{{.*}}, %[[D]]
+// CHECK: memref.store %[[Q]], %[[BOUT]]
+// CHECK-NOT: memref.store %{{.*}}, %[[BC]]
+// CHECK: gpu.return
+func.func @sigmoid_in_group(%x: memref<1x256xf32>, %wk: memref<96x256xf32>, %wb: memref<16x256xf32>)
+    -> (memref<1x96xf32>, memref<1x96xf32>, memref<1x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %k = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%k : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wk : memref<1x256xf32>, memref<96x256xf32>) outs(%k : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %ek = memref.alloc() : memref<1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%k : memref<1x96xf32>) outs(%ek : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  %beta = memref.alloc() : memref<1x16xf32>
+  linalg.fill ins(%zero : f32) outs(%beta : memref<1x16xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wb : memref<1x256xf32>, memref<16x256xf32>) outs(%beta : memref<1x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%beta : memref<1x16xf32>) outs(%beta : memref<1x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %e, %one : f32
+    %r = arith.divf %one, %d : f32
+    linalg.yield %r : f32
+  }
+  return %k, %ek, %beta : memref<1x96xf32>, memref<1x96xf32>, memref<1x16xf32>
+}
+
+// -----
+
+// An MLP's gate and up projections combined by one elementwise op (here
+// silu(gate) * up, in place into up): one product of two weights, each
+// warp computing row n of both, the op at the store. Neither sum is
+// stored on its own.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+#id = affine_map<(t, n) -> (t, n)>
+// CHECK-LABEL: func.func @gate_up_pair
+// CHECK-NOT: linalg.
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_x2_e[[P:[0-9a-f]+]] blocks in (%c12,
+// CHECK-SAME: args(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK-NOT: linalg.
+// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2_x2_e[[P]](%{{.*}}: memref<?xf32, strided<[1], offset: ?>>, %[[BG:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %[[CG:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %[[BU:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %[[CU:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>, %[[OUT:[^:]*]]: memref<?xf32, strided<[1], offset: ?>>)
+// Each lane loads 16 bytes of two rows of each weight and of x for each
+// of the two 128-wide chunks.
+// CHECK-COUNT-10: vector.load
+// CHECK-NOT: vector.load
+// CHECK: math.exp
+// CHECK: arith.mulf
+// CHECK: %[[R:.*]] = arith.mulf
+// CHECK: memref.store %[[R]], %[[OUT]]
+// CHECK-NOT: memref.store %{{.*}}, %[[CG]]
+// CHECK-NOT: memref.store %{{.*}}, %[[CU]]
+// CHECK: gpu.return
+func.func @gate_up_pair(%x: memref<1x256xf32>, %wg: memref<96x256xf32>, %wu: memref<96x256xf32>) -> memref<1x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %u = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%u : memref<1x96xf32>)
+  %g = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%g : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wg : memref<1x256xf32>, memref<96x256xf32>) outs(%g : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wu : memref<1x256xf32>, memref<96x256xf32>) outs(%u : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%g, %u : memref<1x96xf32>, memref<1x96xf32>) outs(%u : memref<1x96xf32>) {
+  ^bb0(%gate: f32, %up: f32, %out: f32):
+    %n = arith.negf %gate : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %e, %one : f32
+    %sig = arith.divf %one, %d : f32
+    %silu = arith.mulf %gate, %sig : f32
+    %r = arith.mulf %silu, %up : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %g : memref<1x96xf32>
+  return %u : memref<1x96xf32>
+}
+
+// -----
+
+// Not fused, each for one reason: an op between the product and the add
+// writes the add's other input; an op writes the product's input A in
+// place (other warps of the launch still read A); a body that uses a
+// value from outside that is not a constant.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+#id = affine_map<(t, n) -> (t, n)>
+// CHECK-LABEL: func.func @not_fused
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
+// CHECK: linalg.copy
+// CHECK: linalg.generic
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x256x256_0_256_0_r2 blocks
+// CHECK: linalg.generic
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
+// CHECK: linalg.generic
+// CHECK: return
+func.func @not_fused(%x: memref<1x256xf32>, %w: memref<96x256xf32>, %w2: memref<256x256xf32>,
+                     %res: memref<1x96xf32>, %other: memref<1x96xf32>, %scale: f32)
+    -> (memref<1x96xf32>, memref<1x256xf32>, memref<1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x256xf32>, memref<96x256xf32>) outs(%o : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.copy ins(%other : memref<1x96xf32>) outs(%res : memref<1x96xf32>)
+  %h = memref.alloc() : memref<1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%res, %o : memref<1x96xf32>, memref<1x96xf32>) outs(%h : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  // A square product whose output is added into its own input.
+  %xa = memref.alloc() : memref<1x256xf32>
+  linalg.copy ins(%x : memref<1x256xf32>) outs(%xa : memref<1x256xf32>)
+  %y = memref.alloc() : memref<1x256xf32>
+  linalg.fill ins(%zero : f32) outs(%y : memref<1x256xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%xa, %w2 : memref<1x256xf32>, memref<256x256xf32>) outs(%y : memref<1x256xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<1x256xf32>) outs(%xa : memref<1x256xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  %z = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%z : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x256xf32>, memref<96x256xf32>) outs(%z : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%z : memref<1x96xf32>) outs(%z : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.mulf %a, %scale : f32
+    linalg.yield %s : f32
+  }
+  return %h, %xa, %z : memref<1x96xf32>, memref<1x256xf32>, memref<1x96xf32>
+}
