@@ -365,9 +365,9 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       id[arg] = id.size();
       os << " " << source;
     }
-    os << " ld " << ep.ldOut;
-    for (int64_t ld : ep.ldExtra)
-      os << "," << ld;
+    os << " ld " << ep.ldOut << "/" << ep.batchOut;
+    for (auto [ld, batch] : llvm::zip(ep.ldExtra, ep.batchExtra))
+      os << "," << ld << "/" << batch;
     os << " keep " << ep.keepSum[0] << ep.keepSum[1] << ";";
     for (Operation &op : *ep.body) {
       os << " " << op.getName() << "(";
@@ -390,9 +390,11 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     return text;
   }
 
-  /// The row stride (over m) of `buffer`, a buffer of the shape of `c`'s
-  /// output read elementwise, and whether it has a unit stride along n.
-  static std::optional<int64_t> rowStride(GemvCandidate &cand, Value buffer) {
+  /// The row stride (over m) and batch stride of `buffer`, a buffer of the
+  /// shape of `cand`'s output read elementwise, when it has a unit stride
+  /// along n.
+  static std::optional<std::pair<int64_t, int64_t>>
+  rowStride(GemvCandidate &cand, Value buffer) {
     auto type = cast<MemRefType>(buffer.getType());
     SmallVector<int64_t> s;
     int64_t offset;
@@ -404,7 +406,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       perLoop[map.getDimPosition(r)] = type.getDimSize(r) == 1 ? 0 : s[r];
     if (cand.spec.n != 1 && perLoop[cand.c.n] != 1)
       return std::nullopt;
-    return cand.spec.m == 1 ? 0 : perLoop[cand.c.m];
+    return std::make_pair(cand.spec.m == 1 ? 0 : perLoop[cand.c.m],
+                          cand.spec.batch > 1 ? perLoop[*cand.c.batch] : 0);
   }
 
   /// Whether something after `after` in its block (other than deallocs)
@@ -506,7 +509,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
                 staticOffset(cand.op.getDpsInputs()[0]) ||
             a.m != b.m || a.n != b.n || a.k != b.k || a.lda != b.lda ||
             a.ldb != b.ldb || a.ldc != b.ldc || a.rowsPerWarp != b.rowsPerWarp ||
-            a.accumulate != b.accumulate || b.weights != 1 || b.epilogue)
+            a.accumulate != b.accumulate || b.weights != 1 || b.epilogue ||
+            a.batch != 1 || b.batch != 1)
           continue;
       }
       // Everything the fused op needs must exist where the product runs.
@@ -554,14 +558,15 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       auto ldOut = rowStride(cand, out);
       if (!ldOut)
         continue;
-      ep.ldOut = *ldOut;
+      std::tie(ep.ldOut, ep.batchOut) = *ldOut;
       for (Value x : extras) {
         auto ld = rowStride(cand, x);
         if (!ld) {
           ok = false;
           break;
         }
-        ep.ldExtra.push_back(*ld);
+        ep.ldExtra.push_back(ld->first);
+        ep.batchExtra.push_back(ld->second);
       }
       if (!ok)
         continue;
@@ -712,7 +717,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         const GemvCandidate &cand = gemvs[j];
         Operation *op = cand.op;
         Value aj = cand.op.getDpsInputs()[0];
-        if (taken[j] || op->getBlock() != first->getBlock() ||
+        if (taken[j] || lead.batch > 1 || cand.spec.batch > 1 ||
+            op->getBlock() != first->getBlock() ||
             viewRoot(aj) != aRoot || staticOffset(aj) != staticOffset(a) ||
             cand.spec.m != lead.m || cand.spec.k != lead.k ||
             cand.spec.lda != lead.lda ||
@@ -790,10 +796,12 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   /// rows, no batch, B as [N, K] and static, 16-byte-aligned strides.
   std::optional<kimi::gpu::GemvKernelSpec>
   asGemv(linalg::LinalgOp op, const Contraction &c, linalg::FillOp fill) {
-    if (gemvMaxM <= 0 || c.batch)
+    if (gemvMaxM <= 0)
       return std::nullopt;
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     kimi::gpu::GemvKernelSpec spec;
+    if (c.batch && ShapedType::isDynamic(ranges[*c.batch]))
+      return std::nullopt;
     spec.m = ranges[c.m];
     spec.n = ranges[c.n];
     spec.k = ranges[c.k];
@@ -833,6 +841,12 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     spec.ldc = spec.m == 1 ? 0 : sc[c.m];
     spec.rowsPerWarp = spec.m <= 2 ? 2 : 1;
     spec.accumulate = !fill;
+    if (c.batch && ranges[*c.batch] > 1) {
+      spec.batch = ranges[*c.batch];
+      spec.batchA = sa[*c.batch];
+      spec.batchB = sb[*c.batch];
+      spec.batchC = sc[*c.batch];
+    }
     std::string why;
     if (failed(kimi::gpu::verifyGemvKernelSpec(spec, why)))
       return std::nullopt;
@@ -847,7 +861,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     int64_t rows = 0;
     for (const GemvCandidate &g : group) {
       spec.products.push_back(g.spec);
-      rows += g.spec.n;
+      rows += g.spec.n * g.spec.batch;
       if (g.fill)
         g.fill->erase();
       if (g.secondFill)

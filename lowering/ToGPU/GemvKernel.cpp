@@ -31,6 +31,10 @@ std::string GemvKernelSpec::key() const {
          "_" + std::to_string(lda) + "_" + std::to_string(ldb) + "_" +
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
          (accumulate ? "_acc" : "") + (weights == 2 ? "_x2" : "") +
+         (batch > 1 ? "_b" + std::to_string(batch) + "x" +
+                          std::to_string(batchA) + "x" +
+                          std::to_string(batchB) + "x" + std::to_string(batchC)
+                    : "") +
          (epilogue ? "_e" + llvm::utohexstr(llvm::xxh3_64bits(epilogue->text),
                                             /*LowerCase=*/true)
                    : "");
@@ -57,7 +61,7 @@ std::string GemvGroupSpec::key() const {
 
 int64_t gemvBlocks(const GemvKernelSpec &spec, int64_t kSplit) {
   const int64_t rowsPerBlock = kGemvWarps / kSplit * spec.rowsPerWarp;
-  return (spec.n + rowsPerBlock - 1) / rowsPerBlock;
+  return spec.batch * ((spec.n + rowsPerBlock - 1) / rowsPerBlock);
 }
 
 int64_t gemvBlocks(const GemvGroupSpec &group) {
@@ -119,10 +123,15 @@ LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec, std::string &why)
     why = "row strides of A and B must be multiples of 4 (16-byte loads)";
   else if (spec.rowsPerWarp < 1 || spec.rowsPerWarp > 4)
     why = "rows per warp must be 1..4";
+  else if (spec.batch < 1 ||
+           (spec.batch > 1 && (spec.batchA % 4 != 0 || spec.batchB % 4 != 0)))
+    why = "batch strides of A and B must be multiples of 4 (16-byte loads)";
   else if (spec.weights != 1 && spec.weights != 2)
     why = "weights = " + std::to_string(spec.weights) + " is not 1 or 2";
   else if (const std::optional<GemvEpilogue> &ep = spec.epilogue) {
-    if (!ep->body || ep->args.size() != ep->body->getNumArguments())
+    if (ep->batchExtra.size() != ep->ldExtra.size())
+      why = "the epilogue's extra buffers need a row and a batch stride each";
+    else if (!ep->body || ep->args.size() != ep->body->getNumArguments())
       why = "the epilogue binds " + std::to_string(ep->args.size()) +
             " block arguments of a body that has " +
             std::to_string(ep->body ? ep->body->getNumArguments() : 0);
@@ -284,20 +293,31 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
       Bs.push_back(buffers[2 * j]);
       Cs.push_back(buffers[2 * j + 1]);
     }
+    // A batch's product `item` owns the item-th run of its blocks.
+    Value item = e.idx(0);
+    if (spec.batch > 1) {
+      const int64_t perItem = gemvBlocks(spec, S) / spec.batch;
+      item = e.divu(blockIndex, e.idx(perItem));
+      blockIndex = e.remu(blockIndex, e.idx(perItem));
+    }
+    auto itemOffset = [&](int64_t stride) { return e.mul(item, e.idx(stride)); };
     Value firstRow = e.mul(
         e.add(e.mul(blockIndex, e.idx(groupsPerBlock)), rowGroup), e.idx(R));
     // Rows past N read row N - 1 and are not stored.
     SmallVector<WarpDotVector> x;
     for (int64_t m = 0; m < M; ++m)
-      x.push_back({A, e.add(e.idx(m * spec.lda), kStart)});
+      x.push_back({A, e.add(e.add(itemOffset(spec.batchA), e.idx(m * spec.lda)),
+                            kStart)});
     SmallVector<Value> row(R), rowValid(R), rowBase(R);
     for (int64_t r = 0; r < R; ++r) {
       row[r] = e.add(firstRow, e.idx(r));
       rowValid[r] = e.ult(row[r], e.idx(N));
     }
     for (int64_t r = 0; r < R; ++r)
-      rowBase[r] = e.add(e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb)),
-                         kStart);
+      rowBase[r] = e.add(
+          e.add(itemOffset(spec.batchB),
+                e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb))),
+          kStart);
     // Every (m, j, r): row r of weight j (loaded once) times row m of A;
     // output index (m W + j) R + r.
     SmallVector<WarpDotRow> dots;
@@ -344,7 +364,8 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
         auto guard = scf::IfOp::create(b, loc, mine, false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&guard.getThenRegion().front());
-        Value at = e.add(e.idx(m * spec.ldc), row[r]);
+        Value at = e.add(e.add(itemOffset(spec.batchC), e.idx(m * spec.ldc)),
+                         row[r]);
         SmallVector<Value> v;
         for (int64_t j = 0; j < W; ++j) {
           v.push_back(total[(m * W + j) * R + r]);
@@ -357,10 +378,12 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
           continue;
         SmallVector<Value> extras;
         for (auto [i, ld] : llvm::enumerate(ep->ldExtra))
-          extras.push_back(e.load(buffers[2 * W + 1 + i],
-                                  e.add(e.idx(m * ld), row[r])));
+          extras.push_back(e.load(
+              buffers[2 * W + 1 + i],
+              e.add(e.add(itemOffset(ep->batchExtra[i]), e.idx(m * ld)), row[r])));
         e.store(emitEpilogue(b, *ep, v, extras), buffers[2 * W],
-                e.add(e.idx(m * ep->ldOut), row[r]));
+                e.add(e.add(itemOffset(ep->batchOut), e.idx(m * ep->ldOut)),
+                      row[r]));
       }
   };
 

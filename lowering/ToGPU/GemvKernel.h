@@ -43,9 +43,10 @@ struct GemvEpilogue {
   mlir::Block *body = nullptr;
   /// What each block argument of `body` reads.
   llvm::SmallVector<int64_t> args;
-  /// Row stride (over m) of the output and of each extra buffer.
-  int64_t ldOut = 0;
-  llvm::SmallVector<int64_t> ldExtra;
+  /// Row stride (over m) and batch stride of the output and of each extra
+  /// buffer.
+  int64_t ldOut = 0, batchOut = 0;
+  llvm::SmallVector<int64_t> ldExtra, batchExtra;
   /// Weight j's sums are stored to its C as well (something reads C later).
   bool keepSum[2] = {false, false};
   /// The body and bindings as canonical text: equal texts, equal kernels.
@@ -62,6 +63,11 @@ struct GemvKernelSpec {
   /// whose row n each warp computes together for the epilogue to combine).
   /// Both have ldb, both outputs ldc.
   int64_t weights = 1;
+  /// Independent products of these sizes (attention's per-head products
+  /// against one weight slice each): product i reads A, B and C at
+  /// i * batchA, i * batchB and i * batchC (elements); its blocks follow
+  /// product i - 1's.
+  int64_t batch = 1, batchA = 0, batchB = 0, batchC = 0;
   std::optional<GemvEpilogue> epilogue;
 
   /// A key naming the specialisation (kernels are shared by equal specs;

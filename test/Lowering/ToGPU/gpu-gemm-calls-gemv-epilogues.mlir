@@ -258,3 +258,51 @@ func.func @not_fused(%x: memref<1x256xf32>, %w: memref<96x256xf32>, %w2: memref<
   }
   return %h, %xa, %z : memref<1x96xf32>, memref<1x256xf32>, memref<1x96xf32>
 }
+
+// -----
+
+// MLA's per-head output expansion, a batch of 4 products [1, 64] x [32, 64]^T
+// (one weight slice a head, k contiguous), with the output gate as its
+// epilogue: one GEMV launch, the head's product picked from the block index
+// and every buffer offset by its head's stride.
+#a = affine_map<(b, t, h, n, k) -> (b, t, h, k)>
+#w = affine_map<(b, t, h, n, k) -> (h, n, k)>
+#c = affine_map<(b, t, h, n, k) -> (b, t, h, n)>
+#id = affine_map<(b, t, h, n) -> (b, t, h, n)>
+// CHECK-LABEL: func.func @per_head_gated
+// CHECK-NOT: call @kimi_gpu_gemm_f32
+// CHECK-NOT: linalg.
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x32x64_0_64_0_r2_b4x64x4096x32_e[[H:[0-9a-f]+]] blocks in (%c16,
+// CHECK: gpu.func @gemv_1x32x64_0_64_0_r2_b4x64x4096x32_e[[H]](
+// Four blocks a head: the head, then the block within it.
+// CHECK: %[[HEAD:.*]] = arith.divui %{{.*}}, %c4
+// CHECK: arith.remui %{{.*}}, %c4
+// CHECK: arith.muli %[[HEAD]], %c64
+// CHECK: arith.muli %[[HEAD]], %c4096
+// CHECK: math.exp
+// CHECK: gpu.return
+func.func @per_head_gated(%mixed: memref<1x1x4x64xf32>, %kvb: memref<4x64x64xf32>, %gate: memref<1x1x4x32xf32>) -> memref<1x1x4x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %w = memref.subview %kvb[0, 32, 0] [4, 32, 64] [1, 1, 1] : memref<4x64x64xf32> to memref<4x32x64xf32, strided<[4096, 64, 1], offset: 2048>>
+  %o = memref.alloc() : memref<1x1x4x32xf32>
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x1x4x32xf32>)
+  linalg.generic {indexing_maps = [#a, #w, #c], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%mixed, %w : memref<1x1x4x64xf32>, memref<4x32x64xf32, strided<[4096, 64, 1], offset: 2048>>) outs(%o : memref<1x1x4x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%o, %gate : memref<1x1x4x32xf32>, memref<1x1x4x32xf32>) outs(%o : memref<1x1x4x32xf32>) {
+  ^bb0(%v: f32, %g: f32, %out: f32):
+    %n = arith.negf %g : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %e, %one : f32
+    %sig = arith.divf %one, %d : f32
+    %r = arith.mulf %v, %sig : f32
+    linalg.yield %r : f32
+  }
+  return %o : memref<1x1x4x32xf32>
+}
