@@ -667,8 +667,8 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     cuBLASLt runs with beta = 0. At an 8K cache that fill was a pass of
     1 GB over attention's scores per 2,048-token step and MLA layer.
 
-    With `gemv-max-m` > 0, an unbatched product of static sizes with at
-    most that many rows of A (a decode step's projections), B stored as
+    With `gemv-max-m` > 0, a product of static sizes with at most that
+    many rows of A (a decode step's projections), B stored as
     `[N, K]` (the weight layout of `kimi.linear`, k contiguous), static
     strides and offsets that keep 16-byte alignment, becomes instead one
     launch of a generated kernel (`gpu.module @kimi_gemv`,
@@ -677,7 +677,10 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     and all m rows of A, in exact f32. Such a product's cost is reading B
     once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
-    way (the kernel stores rather than adds).
+    way (the kernel stores rather than adds). A batched product (static
+    batch extent and strides, A's and B's multiples of four: MLA decode's
+    per-head output expansion) is one launch whose item i reads A, B and C
+    at i times their batch strides; it launches alone (no group, no pair).
 
     A launch with fewer rows than it takes to give every SM about 32 warps
     (a 2048 x 2048 projection: 1,024 warps, eight an SM, 1.5 TB/s under
