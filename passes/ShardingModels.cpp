@@ -533,6 +533,30 @@ Value zerosLike(OpBuilder &b, Location loc, RankedTensorType t) {
   return tensor::SplatOp::create(b, loc, zero, t).getResult();
 }
 
+/// Identity matrices over the last two dimensions of `t` (f32), one per
+/// index of the others.
+Value identityLike(OpBuilder &b, Location loc, RankedTensorType t) {
+  Value empty = tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
+  int64_t rank = t.getRank();
+  SmallVector<AffineMap> maps{b.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{t}, ValueRange{}, ValueRange{empty}, maps, iters,
+             [&](OpBuilder &nb, Location nl, ValueRange) {
+               Value i = linalg::IndexOp::create(nb, nl, rank - 2);
+               Value j = linalg::IndexOp::create(nb, nl, rank - 1);
+               Value diag = arith::CmpIOp::create(
+                   nb, nl, arith::CmpIPredicate::eq, i, j);
+               Value one = arith::ConstantOp::create(
+                   nb, nl, nb.getFloatAttr(t.getElementType(), 1.0));
+               Value zero = arith::ConstantOp::create(
+                   nb, nl, nb.getFloatAttr(t.getElementType(), 0.0));
+               linalg::YieldOp::create(
+                   nb, nl, ValueRange{arith::SelectOp::create(nb, nl, diag, one, zero)});
+             })
+      .getResult(0);
+}
+
 /// short_conv with time split: each rank convolves its segment starting
 /// from the last K-1 inputs of the previous rank's segment (rank 0: the
 /// initial state), taken from one all-gather of every rank's tail; the final
@@ -642,9 +666,17 @@ LogicalResult partitionKdaTime(KdaOp kda, ArrayRef<Value> operands,
   auto ext = KdaOp::create(b, loc, outType, stateType, qkvgb[0], qkvgb[1],
                            qkvgb[2], qkvgb[3], qkvgb[4], Value(), Value(),
                            kda.getScaleAttr(), kda.getDecayAttr());
-  Value m = KdaTransitionOp::create(
-      b, loc, RankedTensorType::get({batch, heads, dk, dk}, b.getF32Type()),
-      qkvgb[1], qkvgb[3], qkvgb[4]);
+  // M is the segment's final state from S = I with no values (M I + 0):
+  // one more kimi.kda, so it takes the chunked path (and the KDA kernels on
+  // the GPU) like the segment itself, where the transition op walks the
+  // tokens one by one. Its output (q = k) is unused.
+  auto mType = RankedTensorType::get({batch, heads, dk, dk}, b.getF32Type());
+  auto noValues = zerosLike(b, loc, kt);
+  auto transition = KdaOp::create(
+      b, loc, kt, mType, qkvgb[1], qkvgb[1], noValues, qkvgb[3], qkvgb[4],
+      identityLike(b, loc, mType), Value(), kda.getScaleAttr(),
+      kda.getDecayAttr());
+  Value m = transition.getFinalState();
   Value ms = gatherRows(b, loc, m, grid, axes);
   Value ss = gatherRows(b, loc, ext.getFinalState(), grid, axes);
   Value init = kda.getInitialState() ? operands[5] : zerosLike(b, loc, stateType);

@@ -1,7 +1,7 @@
 // Sequence parallel KDA (reference §2): the short conv takes a 3-token halo
 // from the previous rank (one all-gather of every rank's tail), and the
 // recurrence runs per segment: each rank summarises its segment as
-// (M, S_ext) (kimi.kda_transition and kimi.kda from zero), one all-gather of
+// (M, S_ext) (kimi.kda from S = I with no values, and from zero), one all-gather of
 // each, folds the earlier ranks' summaries into its initial state, reruns
 // its segment from there, and folds all of them for the final state.
 // RUN: kimi-opt %s --pass-pipeline="builtin.module(kimi-shard{grid=4 strategy=sp},func.func(sharding-propagation{traversal=forward},shard-partition),canonicalize)" | FileCheck %s
@@ -19,6 +19,7 @@ func.func private @prefill_layer_1(%x: tensor<1x32x16xf32>, %g: tensor<1x32x2x8x
 // CHECK-LABEL: func.func private @prefill_layer_1
 // CHECK-SAME: (%[[X:.*]]: tensor<1x8x16xf32>, %[[G:.*]]: tensor<1x8x2x8xf32>, %[[B:.*]]: tensor<1x8x2xf32>, %[[C:.*]]: tensor<1x3x16xf32> {kimi.state = "layers.1.q_conv_state"}, %[[S:.*]]: tensor<1x2x8x8xf32> {kimi.state = "layers.1.kda_state"})
 // CHECK-SAME: -> (tensor<1x8x16xf32>, tensor<1x3x16xf32> {kimi.state = "layers.1.q_conv_state"}, tensor<1x2x8x8xf32> {kimi.state = "layers.1.kda_state"})
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<1x8x2x8xf32>
 // Halo: every rank's last 3 inputs, the previous rank's as the conv state.
 // CHECK: %[[TAIL:.*]] = tensor.extract_slice %[[X]][0, 5, 0] [1, 3, 16] [1, 1, 1] : tensor<1x8x16xf32> to tensor<1x3x16xf32>
 // CHECK: %[[TAILS:.*]] = shard.all_gather %[[TAIL]] on @supernode grid_axes = [0] gather_axis = 0 : tensor<1x3x16xf32> -> tensor<4x3x16xf32>
@@ -27,7 +28,13 @@ func.func private @prefill_layer_1(%x: tensor<1x32x16xf32>, %g: tensor<1x32x2x8x
 // CHECK: %[[LAST:.*]] = tensor.extract_slice %[[TAILS]][3, 0, 0] [1, 3, 16] [1, 1, 1]
 // Segment summaries: S_ext from zero and M, gathered.
 // CHECK: %{{.*}}, %[[EXT:.*]] = kimi.kda {{.*}} : (tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2xf32>) -> (tensor<1x8x2x8xf32>, tensor<1x2x8x8xf32>)
-// CHECK: %[[M:.*]] = kimi.kda_transition {{.*}} -> tensor<1x2x8x8xf32>
+// M: the segment's final state from the identity with no values (v = 0).
+// CHECK: %[[EYE:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x8x8xf32>)
+// CHECK: linalg.index 2
+// CHECK: linalg.index 3
+// CHECK: arith.cmpi eq
+// CHECK: %{{.*}}, %[[M:.*]] = kimi.kda %{{.*}}, %{{.*}}, %[[ZERO]], %[[G]], %[[B]] initial_state %[[EYE]]
+// CHECK-SAME: -> (tensor<1x8x2x8xf32>, tensor<1x2x8x8xf32>)
 // CHECK: %[[MS:.*]] = shard.all_gather %[[M]] on @supernode grid_axes = [0] gather_axis = 0 : tensor<1x2x8x8xf32> -> tensor<4x2x8x8xf32>
 // CHECK: %[[SS:.*]] = shard.all_gather %[[EXT]] on @supernode grid_axes = [0] gather_axis = 0 : tensor<1x2x8x8xf32> -> tensor<4x2x8x8xf32>
 // The fold to this rank's start, and over all ranks for the final state.
