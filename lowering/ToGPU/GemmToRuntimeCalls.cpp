@@ -748,18 +748,15 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
                      llvm::none_of(group, [&](const GemvCandidate &g) {
                        return mayWrite(op, viewRoot(g.op.getDpsInputs()[1]));
                      });
+        // Every buffer a product (with its fused parts) writes is one that
+        // no other product of the launch reads or writes.
+        SmallVector<Value> candWrites = cand.allWriteRoots(),
+                           candReads = cand.allReadRoots();
         for (const GemvCandidate &g : group) {
-          SmallVector<Value> gFused;
-          for (Value v : llvm::concat<Value>(g.fusedReads(), g.fusedWrites()))
-            gFused.push_back(viewRoot(v));
           SmallVector<Value> gAll = g.allReadRoots();
           llvm::append_range(gAll, g.allWriteRoots());
-          SmallVector<Value> gFusedWrites;
-          for (Value v : g.fusedWrites())
-            gFusedWrites.push_back(viewRoot(v));
-          clear = clear && !anyAlias(fusedWriteRoots, gAll) &&
-                  !anyAlias(cand.allWriteRoots(), gFused) &&
-                  !anyAlias(gFusedWrites, cand.allReadRoots());
+          clear = clear && !anyAlias(candWrites, gAll) &&
+                  !anyAlias(g.allWriteRoots(), candReads);
         }
         bool aChanged = false;
         for (Operation *x = first->getNextNode(); x != op && clear;

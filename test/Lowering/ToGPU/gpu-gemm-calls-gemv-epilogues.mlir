@@ -306,3 +306,49 @@ func.func @per_head_gated(%mixed: memref<1x1x4x64xf32>, %kvb: memref<4x64x64xf32
   }
   return %o : memref<1x1x4x32xf32>
 }
+
+// -----
+
+// k's epilogue reads q's output, another product of the same input that
+// cannot pair with k (its weight rows are 512 apart): k keeps the epilogue
+// but does not join q's launch, whose other blocks would still be
+// computing q.
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+#id = affine_map<(t, n) -> (t, n)>
+// CHECK-LABEL: func.func @reads_a_group_output
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_512_0_r2 blocks
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_e{{[0-9a-f]+}} blocks
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @reads_a_group_output(%x: memref<1x256xf32>, %wqk: memref<96x512xf32>, %wk: memref<96x256xf32>) -> (memref<1x96xf32>, memref<1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %wq = memref.subview %wqk[0, 0] [96, 256] [1, 1] : memref<96x512xf32> to memref<96x256xf32, strided<[512, 1]>>
+  %q = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%q : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wq : memref<1x256xf32>, memref<96x256xf32, strided<[512, 1]>>) outs(%q : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %k = memref.alloc() : memref<1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%k : memref<1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %wk : memref<1x256xf32>, memref<96x256xf32>) outs(%k : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc() : memref<1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%k, %q : memref<1x96xf32>, memref<1x96xf32>) outs(%h : memref<1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  return %q, %h : memref<1x96xf32>, memref<1x96xf32>
+}
