@@ -352,3 +352,41 @@ func.func @reads_a_group_output(%x: memref<1x256xf32>, %wqk: memref<96x512xf32>,
   }
   return %q, %h : memref<1x96xf32>, memref<1x96xf32>
 }
+
+// -----
+
+// Two rows of A (a batch-2 decode step): output (m, n) and the residual are
+// read and written at m * 96 + n.
+// CHECK-LABEL: func.func @two_rows
+// CHECK: gpu.func @gemv_2x96x256_256_256_96_r2_e
+// CHECK: arith.cmpi eq, %{{.*}}, %c2
+// CHECK: scf.if
+// CHECK: arith.addi %{{.*}}, %c96
+// CHECK: memref.load
+// CHECK: arith.addi %{{.*}}, %c96
+// CHECK: memref.store
+// CHECK: gpu.return
+#x = affine_map<(t, n, k) -> (t, k)>
+#w = affine_map<(t, n, k) -> (n, k)>
+#o = affine_map<(t, n, k) -> (t, n)>
+#id = affine_map<(t, n) -> (t, n)>
+func.func @two_rows(%x: memref<2x256xf32>, %w: memref<96x256xf32>, %res: memref<2x96xf32>) -> memref<2x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<2x96xf32>
+  linalg.fill ins(%zero : f32) outs(%o : memref<2x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<2x256xf32>, memref<96x256xf32>) outs(%o : memref<2x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc() : memref<2x96xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%res, %o : memref<2x96xf32>, memref<2x96xf32>) outs(%h : memref<2x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  return %h : memref<2x96xf32>
+}
