@@ -395,19 +395,31 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   /// along n.
   static std::optional<std::pair<int64_t, int64_t>>
   rowStride(GemvCandidate &cand, Value buffer) {
-    auto type = cast<MemRefType>(buffer.getType());
-    SmallVector<int64_t> s;
     int64_t offset;
-    if (failed(type.getStridesAndOffset(s, offset)))
+    std::optional<SmallVector<int64_t>> perLoop = stridesPerLoop(
+        cast<MemRefType>(buffer.getType()),
+        cand.op.getMatchingIndexingMap(cand.op.getDpsInitOperand(0)),
+        cand.op.getNumLoops(), offset);
+    if (!perLoop || (cand.spec.n != 1 && (*perLoop)[cand.c.n] != 1))
       return std::nullopt;
-    SmallVector<int64_t> perLoop(cand.op.getNumLoops(), 0);
-    AffineMap map = cand.op.getMatchingIndexingMap(cand.op.getDpsInitOperand(0));
+    return std::make_pair(cand.spec.m == 1 ? 0 : (*perLoop)[cand.c.m],
+                          cand.spec.batch > 1 ? (*perLoop)[*cand.c.batch] : 0);
+  }
+
+  /// The stride of `type` along each loop of a nest of `numLoops` that
+  /// indexes it through `map` (0 for loops it does not use and for
+  /// dimensions of extent 1), and its offset; none when either is dynamic.
+  static std::optional<SmallVector<int64_t>>
+  stridesPerLoop(MemRefType type, AffineMap map, unsigned numLoops,
+                 int64_t &offset) {
+    SmallVector<int64_t> s;
+    if (failed(type.getStridesAndOffset(s, offset)) ||
+        ShapedType::isDynamic(offset) || llvm::any_of(s, ShapedType::isDynamic))
+      return std::nullopt;
+    SmallVector<int64_t> perLoop(numLoops, 0);
     for (unsigned r = 0; r < map.getNumResults(); ++r)
       perLoop[map.getDimPosition(r)] = type.getDimSize(r) == 1 ? 0 : s[r];
-    if (cand.spec.n != 1 && perLoop[cand.c.n] != 1)
-      return std::nullopt;
-    return std::make_pair(cand.spec.m == 1 ? 0 : perLoop[cand.c.m],
-                          cand.spec.batch > 1 ? perLoop[*cand.c.batch] : 0);
+    return perLoop;
   }
 
   /// Whether something after `after` in its block (other than deallocs)
@@ -420,6 +432,51 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       if (!isa<memref::DeallocOp>(x) && mayUse(x, root))
         return true;
     return false;
+  }
+
+  /// Binds the operands of `g` for candidate `i` (whose output is `c`):
+  /// the candidate's sums, at most one later candidate's output (its pair),
+  /// or extra buffers read at the output's index (an init the body reads
+  /// is one too). False when two later candidates' outputs are read.
+  static bool bindEpilogue(linalg::GenericOp g, Value c,
+                           ArrayRef<GemvCandidate> gemvs, size_t i,
+                           ArrayRef<bool> dropped, kimi::gpu::GemvEpilogue &ep,
+                           std::optional<size_t> &partner,
+                           SmallVector<Value> &extras) {
+    using kimi::gpu::GemvEpilogue;
+    ep.body = &g.getRegion().front();
+    for (OpOperand &operand : g->getOpOperands()) {
+      Value v = operand.get();
+      BlockArgument arg = ep.body->getArgument(operand.getOperandNumber());
+      auto sameView = [&](Value view) {
+        return view == v || (viewRoot(view) == viewRoot(v) &&
+                             view.getType() == v.getType());
+      };
+      if (sameView(c)) {
+        ep.args.push_back(GemvEpilogue::kSum0);
+        continue;
+      }
+      if (g.isDpsInit(&operand) && arg.use_empty()) {
+        ep.args.push_back(GemvEpilogue::kUnused);
+        continue;
+      }
+      std::optional<size_t> other;
+      for (size_t j = i + 1; j < gemvs.size() && !other; ++j)
+        if (!dropped[j] && sameView(gemvs[j].op.getDpsInits()[0]))
+          other = j;
+      if (other) {
+        if (partner && *partner != *other)
+          return false;
+        partner = other;
+        ep.args.push_back(GemvEpilogue::kSum1);
+        continue;
+      }
+      auto at = llvm::find(extras, v);
+      ep.args.push_back(at - extras.begin());
+      if (at == extras.end())
+        extras.push_back(v);
+    }
+    return true;
   }
 
   /// Fuses into GEMV candidates the elementwise ops that consume their
@@ -450,51 +507,10 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       auto cType = cast<MemRefType>(c.getType());
       if (!g || !isEpilogueCandidate(g, cType.getShape()))
         continue;
-      // Bind the generic's operands: this product's output, at most one
-      // other candidate's (a pair), or extra buffers.
       GemvEpilogue ep;
-      ep.body = &g.getRegion().front();
       std::optional<size_t> partner;
       SmallVector<Value> extras;
-      bool ok = true;
-      for (OpOperand &operand : g->getOpOperands()) {
-        Value v = operand.get();
-        BlockArgument arg = ep.body->getArgument(operand.getOperandNumber());
-        bool isInit = g.isDpsInit(&operand);
-        auto sameView = [&](Value view) {
-          return view == v || (viewRoot(view) == viewRoot(v) &&
-                               view.getType() == v.getType());
-        };
-        if (sameView(c)) {
-          ep.args.push_back(GemvEpilogue::kSum0);
-          continue;
-        }
-        if (isInit && arg.use_empty()) {
-          ep.args.push_back(GemvEpilogue::kUnused);
-          continue;
-        }
-        // Another candidate's output: the pair's second product.
-        std::optional<size_t> other;
-        for (size_t j = i + 1; j < gemvs.size() && !other; ++j)
-          if (!dropped[j] && sameView(gemvs[j].op.getDpsInits()[0]))
-            other = j;
-        if (other) {
-          if (partner && *partner != *other) {
-            ok = false;
-            break;
-          }
-          partner = other;
-          ep.args.push_back(GemvEpilogue::kSum1);
-          continue;
-        }
-        // An extra buffer, read at the output's index (an init read by the
-        // body is one too).
-        auto at = llvm::find(extras, v);
-        ep.args.push_back(at - extras.begin());
-        if (at == extras.end())
-          extras.push_back(v);
-      }
-      if (!ok)
+      if (!bindEpilogue(g, c, gemvs, i, dropped, ep, partner, extras))
         continue;
       Value out = g.getDpsInits()[0], outRoot = viewRoot(out);
       GemvCandidate *pair = partner ? &gemvs[*partner] : nullptr;
@@ -559,16 +575,15 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       if (!ldOut)
         continue;
       std::tie(ep.ldOut, ep.batchOut) = *ldOut;
+      bool strided = true;
       for (Value x : extras) {
         auto ld = rowStride(cand, x);
-        if (!ld) {
-          ok = false;
+        if (!(strided = ld.has_value()))
           break;
-        }
         ep.ldExtra.push_back(ld->first);
         ep.batchExtra.push_back(ld->second);
       }
-      if (!ok)
+      if (!strided)
         continue;
       ep.keepSum[0] = cRoot != outRoot && usedAfter(g, cRoot);
       ep.keepSum[1] = pair && qRoot != outRoot && usedAfter(g, qRoot);
@@ -808,16 +823,12 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     // Static strides per loop dim and offset of each operand.
     auto strides = [&](OpOperand &operand, SmallVector<int64_t> &perLoop,
                        int64_t &offset) {
-      auto type = cast<MemRefType>(operand.get().getType());
-      SmallVector<int64_t> s;
-      if (failed(type.getStridesAndOffset(s, offset)) ||
-          ShapedType::isDynamic(offset) || offset % 4 != 0 ||
-          llvm::any_of(s, ShapedType::isDynamic))
+      std::optional<SmallVector<int64_t>> s = stridesPerLoop(
+          cast<MemRefType>(operand.get().getType()),
+          op.getMatchingIndexingMap(&operand), op.getNumLoops(), offset);
+      if (!s || offset % 4 != 0)
         return false;
-      perLoop.assign(op.getNumLoops(), 0);
-      AffineMap map = op.getMatchingIndexingMap(&operand);
-      for (unsigned r = 0; r < map.getNumResults(); ++r)
-        perLoop[map.getDimPosition(r)] = type.getDimSize(r) == 1 ? 0 : s[r];
+      perLoop = std::move(*s);
       return true;
     };
     SmallVector<int64_t> sa, sb, sc;
