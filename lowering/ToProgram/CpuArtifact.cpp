@@ -140,6 +140,7 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
     rt::WeightSpec w{weight.getSymName().str(),
                      weightNameAliases(weight.getSymName()), shapeOf(type),
                      *dtype, weightGlobalName(slot++)};
+    w.paddedForms = weightHasPaddedForms(weight.getSymName());
     // A partitioned weight: the manifest keeps the logical (checkpoint)
     // shape and says which block each rank holds.
     if (std::optional<ArrayRef<int64_t>> parts = weight.getParts())

@@ -1,11 +1,13 @@
 //===- ModelConfig.cpp - reading and validating config.json ---------------===//
 
 #include "models/import/ModelConfig.h"
+#include "models/import/WeightNames.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 #include <set>
 
 using namespace kimi;
@@ -22,16 +24,37 @@ namespace {
 /// Hugging Face fields that do not change the computation kimi compiles
 /// (tokenizer ids, training and serving hints, bookkeeping). `top_k` is HF's
 /// sampling default, not the router's top-k (`num_experts_per_token`).
+/// `rope_*` are inert: kimi compiles MLA without positional encoding only
+/// (`mla_use_nope` must be true). `sliding_window` and `max_window_layers`
+/// mean nothing unless `use_sliding_window` is true, which is refused.
 const char *const kIgnoredFields[] = {
     "architectures", "auto_map", "bos_token_id", "eos_token_id",
     "pad_token_id", "torch_dtype", "dtype", "transformers_version",
     "initializer_range", "use_cache", "top_k", "top_p", "temperature",
-    "model_max_length", "num_nextn_predict_layers", "rope_theta",
-    "rope_scaling", "attention_dropout", "attention_bias", "use_grouped_topk",
-    "num_expert_group", "topk_group", "topk_method", "moe_layer_freq",
-    "media_placeholder_token_id", "quantization_config", "tokenizer_class",
-    "generation_config", "max_window_layers", "use_sliding_window",
-    "sliding_window", "name_or_path", "_name_or_path"};
+    "model_max_length", "rope_theta", "rope_scaling", "attention_dropout",
+    "media_placeholder_token_id", "tokenizer_class", "generation_config",
+    "max_window_layers", "sliding_window", "name_or_path", "_name_or_path",
+    "router_aux_loss_coef", "output_router_logits", "pretraining_tp"};
+
+/// The keys every `PretrainedConfig.to_dict()` writes (generation defaults,
+/// label maps, encoder-decoder switches, output flags): boilerplate that a
+/// verbatim released `text_config` carries and that has no model semantics.
+const char *const kPretrainedConfigFields[] = {
+    "return_dict", "output_hidden_states", "output_attentions", "torchscript",
+    "use_bfloat16", "tf_legacy_loss", "pruned_heads",
+    "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder",
+    "cross_attention_hidden_size", "add_cross_attention",
+    "tie_encoder_decoder", "max_length", "min_length", "do_sample",
+    "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "typical_p", "repetition_penalty", "length_penalty",
+    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate",
+    "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "finetuning_task", "id2label", "label2id",
+    "prefix", "sep_token_id", "decoder_start_token_id",
+    "task_specific_params", "problem_type", "_attn_implementation_autoset",
+    "_commit_hash", "num_labels"};
 
 /// Largest accepted value of each size field. The limits keep every product
 /// the accounting forms (layers x experts x 3 x intermediate x width) inside
@@ -168,6 +191,35 @@ public:
     return out;
   }
 
+  Expected<std::vector<std::string>> stringListOr(StringRef key) {
+    const llvm::json::Value *value = find(key);
+    std::vector<std::string> out;
+    if (!value)
+      return out;
+    const llvm::json::Array *array = value->getAsArray();
+    if (!array)
+      return error(key, "must be a list of strings");
+    for (const llvm::json::Value &element : *array) {
+      std::optional<StringRef> s = element.getAsString();
+      if (!s)
+        return error(key, "must be a list of strings");
+      out.push_back(s->str());
+    }
+    return out;
+  }
+
+  /// An object, or nullptr when the field is missing or null.
+  Expected<const llvm::json::Object *> optionalObject(StringRef key) {
+    const llvm::json::Value *value = find(key);
+    if (!value)
+      return nullptr;
+    if (const llvm::json::Object *o = value->getAsObject())
+      return o;
+    return error(key, "must be an object or null");
+  }
+
+  const llvm::json::Object &fields() const { return object; }
+
   Expected<const llvm::json::Object *> objectField(StringRef key) {
     const llvm::json::Value *value = find(key);
     if (!value)
@@ -185,7 +237,8 @@ public:
     std::set<std::string> unknown;
     for (const auto &entry : object) {
       StringRef key = entry.first;
-      if (seen.contains(key) || llvm::is_contained(kIgnoredFields, key))
+      if (seen.contains(key) || llvm::is_contained(kIgnoredFields, key) ||
+          llvm::is_contained(kPretrainedConfigFields, key))
         continue;
       unknown.insert(key.str());
     }
@@ -285,6 +338,220 @@ Error assignLayers(FieldReader &kdaReader, ModelConfig &cfg,
   return Error::success();
 }
 
+
+/// One compressed-tensors target or ignore entry against a module name:
+/// `Linear` selects nn.Linear modules, `re:<regex>` is Python's `re.match`
+/// (anchored at the start), anything else is an exact module name.
+bool matchesModule(StringRef entry, StringRef module, bool linear) {
+  if (entry == "Linear")
+    return linear;
+  if (entry.consume_front("re:"))
+    return llvm::Regex(("^(" + entry + ")").str()).match(module);
+  return entry == module;
+}
+
+/// The weights a quantization scheme group must have for kimi to read it:
+/// MXFP4 as OCP defines it (E2M1 values, one E8M0 scale per 32).
+Error readMxfp4Weights(FieldReader &group, StringRef source) {
+  const llvm::json::Object *weights;
+  KIMI_READ(weights, group.objectField("weights"));
+  FieldReader w(*weights, group.name("weights"), source.str());
+  int64_t bits, groupSize;
+  KIMI_READ(bits, w.integer("num_bits"));
+  if (bits != 4)
+    return w.error("num_bits", llvm::formatv("must be 4 (MXFP4), got {0}", bits));
+  std::string type, strategy;
+  KIMI_READ(type, w.stringOr("type", ""));
+  if (type != "float")
+    return w.error("type", "must be \"float\" (E2M1 values), got \"" + type + "\"");
+  KIMI_READ(groupSize, w.integer("group_size"));
+  if (groupSize != 32)
+    return w.error("group_size",
+                   llvm::formatv("must be 32 (the MX block), got {0}", groupSize));
+  KIMI_READ(strategy, w.stringOr("strategy", "group"));
+  if (strategy != "group")
+    return w.error("strategy", "must be \"group\", got \"" + strategy + "\"");
+  bool symmetric, dynamic;
+  KIMI_READ(symmetric, w.booleanOr("symmetric", true));
+  if (!symmetric)
+    return w.error("symmetric", "must be true (MXFP4 has no zero point)");
+  KIMI_READ(dynamic, w.booleanOr("dynamic", false));
+  if (dynamic)
+    return w.error("dynamic", "must be false: the checkpoint stores the weights");
+  std::string scaleType;
+  KIMI_READ(scaleType, w.stringOr("scale_dtype", "torch.uint8"));
+  if (scaleType != "torch.uint8")
+    return w.error("scale_dtype", "must be \"torch.uint8\" (E8M0 bytes), got \"" +
+                                      scaleType + "\"");
+  for (StringRef key : {"actorder", "block_structure", "zp_dtype"})
+    if (w.find(key))
+      return w.error(key, "must be null for MXFP4");
+  w.find("observer");
+  w.find("observer_kwargs");
+  return w.checkUnknown(false);
+}
+
+/// Whether the weight of `role` exists at 0-based `layer` (-1: model level).
+bool roleAt(const ModelConfig &cfg, WeightRole role, int64_t layer) {
+  using R = WeightRole;
+  if (role == R::LmHead)
+    return layer < 0 && !cfg.tieEmbeddings;
+  if (layer < 0)
+    return false;
+  bool kda = cfg.layers[layer] == AttentionKind::Kda;
+  switch (role) {
+  case R::KdaQ: case R::KdaK: case R::KdaV: case R::KdaFA: case R::KdaFB:
+  case R::KdaB: case R::KdaO:
+    return kda;
+  case R::KdaG:
+    return kda && cfg.kda.fullRankGate;
+  case R::KdaGA: case R::KdaGB:
+    return kda && !cfg.kda.fullRankGate;
+  case R::MlaKvA: case R::MlaKvB: case R::MlaO:
+    return !kda;
+  case R::MlaQ:
+    return !kda && !cfg.mla.qLoraRank;
+  case R::MlaQA: case R::MlaQB:
+    return !kda && cfg.mla.qLoraRank;
+  case R::MlaG:
+    return !kda && cfg.mla.outputGate;
+  case R::MlpGate: case R::MlpUp: case R::MlpDown:
+    return !cfg.isMoeLayer(layer);
+  case R::ExpertGate: case R::ExpertUp: case R::ExpertDown:
+    return cfg.isMoeLayer(layer);
+  case R::SharedGate: case R::SharedUp: case R::SharedDown:
+    return cfg.isMoeLayer(layer) && cfg.moe.numShared;
+  default:
+    return false;
+  }
+}
+
+/// Reads a compressed-tensors `quantization_config` and decides, module by
+/// module under the release's names, which weights it stores as MXFP4.
+/// kimi reads MXFP4 for routed experts; a scheme that would quantize any
+/// other weight, or only some expert projections, is refused by name.
+Error readQuantization(FieldReader &parent, ModelConfig &cfg, StringRef source) {
+  const llvm::json::Object *object;
+  KIMI_READ(object, parent.optionalObject("quantization_config"));
+  if (!object)
+    return Error::success();
+  FieldReader q(*object, parent.name("quantization_config"), source.str());
+  std::string method, format, status;
+  KIMI_READ(method, q.stringOr("quant_method", ""));
+  if (method != "compressed-tensors")
+    return q.error("quant_method",
+                   "must be \"compressed-tensors\" (the scheme of the Kimi "
+                   "releases), got \"" + method + "\"");
+  KIMI_READ(format, q.stringOr("format", ""));
+  if (format != "mxfp4-pack-quantized")
+    return q.error("format", "must be \"mxfp4-pack-quantized\", got \"" +
+                                 format + "\"");
+  KIMI_READ(status, q.stringOr("quantization_status", "compressed"));
+  if (status != "compressed")
+    return q.error("quantization_status",
+                   "must be \"compressed\" (packed values in the checkpoint), "
+                   "got \"" + status + "\"");
+  if (q.find("kv_cache_scheme"))
+    return q.error("kv_cache_scheme",
+                   "must be null: kimi keeps the MLA latent cache unquantized");
+  for (StringRef key : {"sparsity_config", "transform_config"})
+    if (const llvm::json::Value *v = q.find(key))
+      if (!v->getAsObject() || !v->getAsObject()->empty())
+        return q.error(key, "must be null or empty: kimi implements no "
+                            "sparsity or transform scheme");
+  q.find("version");
+  q.find("global_compression_ratio");
+  std::vector<std::string> ignore;
+  KIMI_READ(ignore, q.stringListOr("ignore"));
+
+  const llvm::json::Object *groups;
+  KIMI_READ(groups, q.objectField("config_groups"));
+  FieldReader groupsReader(*groups, q.name("config_groups"), source.str());
+  struct Group {
+    std::string name;
+    std::vector<std::string> targets;
+  };
+  std::vector<Group> parsed;
+  for (const auto &entry : *groups) {
+    StringRef key = entry.first;
+    const llvm::json::Object *groupObject;
+    KIMI_READ(groupObject, groupsReader.objectField(key));
+    FieldReader g(*groupObject, groupsReader.name(key), source.str());
+    std::string groupFormat;
+    KIMI_READ(groupFormat, g.stringOr("format", format));
+    if (groupFormat != "mxfp4-pack-quantized")
+      return g.error("format", "must be \"mxfp4-pack-quantized\", got \"" +
+                                   groupFormat + "\"");
+    Group group{key.str(), {}};
+    KIMI_READ(group.targets, g.stringListOr("targets"));
+    if (group.targets.empty())
+      return g.error("targets", "must list at least one module");
+    if (Error e = readMxfp4Weights(g, source))
+      return e;
+    for (StringRef key : {"input_activations", "output_activations"})
+      if (g.find(key))
+        return g.error(key, "must be null: kimi reads MXFP4 weights with "
+                            "bf16/f32 activations (W4A16) and implements no "
+                            "activation quantization");
+    if (Error e = g.checkUnknown(false))
+      return e;
+    parsed.push_back(std::move(group));
+  }
+  if (Error e = q.checkUnknown(false))
+    return e;
+
+  const bool prefixed = cfg.layout == CheckpointLayout::K3;
+  std::optional<std::pair<std::string, bool>> expertDecision;
+  for (int64_t layer = -1; layer < cfg.numLayers; ++layer) {
+    for (const WeightNameRule &rule : weightNameTable()) {
+      if (!isLinearModule(rule.role) || !roleAt(cfg, rule.role, layer))
+        continue;
+      std::string module =
+          releasedWeightName(rule.role, layer, /*expert=*/0, prefixed);
+      if (StringRef(module).ends_with(".weight"))
+        module.resize(module.size() - 7);
+      bool linear = true;
+      const Group *by = nullptr;
+      for (const Group &g : parsed)
+        for (const std::string &t : g.targets)
+          if (!by && matchesModule(t, module, linear))
+            by = &g;
+      bool quantized = by && llvm::none_of(ignore, [&](const std::string &i) {
+        return matchesModule(i, module, linear);
+      });
+      bool expert = rule.role == WeightRole::ExpertGate ||
+                    rule.role == WeightRole::ExpertUp ||
+                    rule.role == WeightRole::ExpertDown;
+      if (!expert) {
+        if (quantized)
+          return q.error(
+              "config_groups",
+              "group '" + by->name + "' quantizes '" + module +
+                  "', which kimi does not read as MXFP4 (only routed "
+                  "experts are; add it to 'ignore')");
+        continue;
+      }
+      if (!expertDecision)
+        expertDecision = {module, quantized};
+      else if (expertDecision->second != quantized)
+        return q.error(
+            "ignore",
+            "quantizes '" + (quantized ? module : expertDecision->first) +
+                "' but not '" + (quantized ? expertDecision->first : module) +
+                "': kimi reads all routed experts as MXFP4, or none");
+    }
+  }
+  if (cfg.quantization.present &&
+      cfg.quantization.mxfp4Experts !=
+          (expertDecision && expertDecision->second))
+    return q.error("config_groups",
+                   "disagrees with the other quantization_config of this "
+                   "file on whether routed experts are MXFP4");
+  cfg.quantization.present = true;
+  cfg.quantization.mxfp4Experts = expertDecision && expertDecision->second;
+  return Error::success();
+}
+
 } // namespace
 
 Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
@@ -313,6 +580,9 @@ Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
                                      "object",
                                      source.str().c_str());
     path = "text_config";
+    std::optional<StringRef> wrapper = root->getString("model_type");
+    if (wrapper && *wrapper == "kimi_k3")
+      cfg.layout = CheckpointLayout::K3;
   }
   FieldReader r(*textObject, path, source.str());
 
@@ -360,17 +630,34 @@ Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
                                  cfg.mla.numHeads, kvHeads));
   int64_t headDim;
   KIMI_READ(headDim, r.positiveOr("head_dim", 0, kMaxWidth));
-  if (headDim && headDim * cfg.mla.numHeads != cfg.hidden)
-    return r.error("head_dim",
-                   llvm::formatv("num_attention_heads x head_dim = {0} x {1} "
-                                 "= {2} does not equal hidden_size = {3}",
-                                 cfg.mla.numHeads, headDim,
-                                 cfg.mla.numHeads * headDim, cfg.hidden));
   KIMI_READ(cfg.mla.qLoraRank, r.nonNegativeOr("q_lora_rank", 0, kMaxWidth));
   KIMI_READ(cfg.mla.kvLoraRank, r.positive("kv_lora_rank", kMaxWidth));
   KIMI_READ(cfg.mla.nopeDim, r.positive("qk_nope_head_dim", kMaxHeadDim));
   KIMI_READ(cfg.mla.ropeDim, r.positive("qk_rope_head_dim", kMaxHeadDim));
   KIMI_READ(cfg.mla.vDim, r.positive("v_head_dim", kMaxHeadDim));
+  // `head_dim` is derived, never read: releases write hidden / heads (Kimi
+  // Linear: 72), and Hugging Face's save_pretrained writes qk_rope_head_dim.
+  // Any other value means the config is not what kimi compiles.
+  if (headDim && headDim * cfg.mla.numHeads != cfg.hidden &&
+      headDim != cfg.mla.ropeDim &&
+      headDim != cfg.mla.nopeDim + cfg.mla.ropeDim)
+    return r.error("head_dim",
+                   llvm::formatv("is derived and must be hidden_size / "
+                                 "num_attention_heads = {0} / {1}, "
+                                 "qk_rope_head_dim = {2} or qk_nope_head_dim "
+                                 "+ qk_rope_head_dim = {3}; got {4}",
+                                 cfg.hidden, cfg.mla.numHeads, cfg.mla.ropeDim,
+                                 cfg.mla.nopeDim + cfg.mla.ropeDim, headDim));
+  bool attentionBias;
+  KIMI_READ(attentionBias, r.booleanOr("attention_bias", false));
+  if (attentionBias)
+    return r.error("attention_bias",
+                   "must be false: kimi compiles projections without biases");
+  bool slidingWindow;
+  KIMI_READ(slidingWindow, r.booleanOr("use_sliding_window", false));
+  if (slidingWindow)
+    return r.error("use_sliding_window",
+                   "must be false: kimi compiles full causal MLA attention");
   bool nope;
   KIMI_READ(nope, r.booleanOr("mla_use_nope", false));
   if (!nope)
@@ -419,6 +706,53 @@ Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
   if (router != "sigmoid")
     return r.error("moe_router_activation_func",
                    "must be \"sigmoid\", got \"" + router + "\"");
+  int64_t layerFreq;
+  KIMI_READ(layerFreq, r.positiveOr("moe_layer_freq", 1, kMaxLayers));
+  if (layerFreq != 1)
+    return r.error("moe_layer_freq",
+                   llvm::formatv("must be 1: kimi compiles every layer from "
+                                 "first_k_dense_replace on as MoE, got {0}",
+                                 layerFreq));
+  std::string topkMethod;
+  KIMI_READ(topkMethod, r.stringOr("topk_method", "noaux_tc"));
+  if (topkMethod != "noaux_tc")
+    return r.error("topk_method",
+                   "must be \"noaux_tc\" (top-k of the bias-corrected "
+                   "scores, weights from the uncorrected ones), got \"" +
+                       topkMethod + "\"");
+  // Grouped top-k keeps the experts of the best `topk_group` of
+  // `num_expert_group` groups; with one group it is the plain top-k.
+  bool grouped;
+  int64_t expertGroups, topkGroup;
+  KIMI_READ(grouped, r.booleanOr("use_grouped_topk", false));
+  KIMI_READ(expertGroups, r.positiveOr("num_expert_group", 1, kMaxExperts));
+  KIMI_READ(topkGroup, r.positiveOr("topk_group", 1, kMaxExperts));
+  if (grouped && expertGroups != 1)
+    return r.error("num_expert_group",
+                   llvm::formatv("must be 1 with use_grouped_topk: kimi "
+                                 "implements ungrouped top-k only, got {0}",
+                                 expertGroups));
+  if (grouped && topkGroup != 1)
+    return r.error("topk_group",
+                   llvm::formatv("must be 1 with use_grouped_topk and one "
+                                 "expert group, got {0}",
+                                 topkGroup));
+  int64_t mtp;
+  KIMI_READ(mtp, r.nonNegativeOr("num_nextn_predict_layers", 0, kMaxLayers));
+  if (mtp != 0)
+    return r.error("num_nextn_predict_layers",
+                   llvm::formatv("must be 0: kimi does not compile "
+                                 "multi-token-prediction layers, got {0}",
+                                 mtp));
+
+  // Quantization: under text_config, or beside it on the wrapper.
+  if (Error e = readQuantization(r, cfg, source))
+    return std::move(e);
+  if (textObject != root) {
+    FieldReader outer(*root, "", source.str());
+    if (Error e = readQuantization(outer, cfg, source))
+      return std::move(e);
+  }
 
   if (Error e = r.checkUnknown(options.allowUnknownFields))
     return std::move(e);

@@ -56,8 +56,32 @@ struct MoeConfig {
   int64_t firstDense = 0;
 };
 
+/// How a released checkpoint of the model stores its tensors
+/// (shared/reference/kimi-k3.md §9). Decided by the config's shape: a
+/// `text_config` inside a `kimi_k3` wrapper is a K3 release, anything else
+/// is laid out like Kimi Linear.
+enum class CheckpointLayout {
+  /// No name prefix; `A_log` [1, 1, H, 1]; bf16 short-conv taps.
+  KimiLinear,
+  /// Every text tensor under `language_model.`; `A_log` [128] (H values,
+  /// then zeros); f32 short-conv taps and `o_norm`; layer 0 stores the
+  /// AttnRes tensors it never uses.
+  K3,
+};
+
+/// What the config's `quantization_config` says is stored quantized.
+struct QuantizationConfig {
+  /// The config has a `quantization_config`.
+  bool present = false;
+  /// Routed experts are MXFP4 (compressed-tensors `mxfp4-pack-quantized`:
+  /// `<name>_packed` U8 values, `<name>_scale` E8M0 bytes per 32).
+  bool mxfp4Experts = false;
+};
+
 struct ModelConfig {
   std::string modelType;
+  CheckpointLayout layout = CheckpointLayout::KimiLinear;
+  QuantizationConfig quantization;
   int64_t hidden = 0;
   int64_t numLayers = 0;
   int64_t vocab = 0;
@@ -76,6 +100,11 @@ struct ModelConfig {
   MoeConfig moe;
 
   bool isMoeLayer(int64_t layer) const { return layer >= moe.firstDense; }
+  /// Length of `A_log` as the release stores it (§9: K3 pads to 128).
+  int64_t storedALogLength() const {
+    return layout == CheckpointLayout::K3 ? (kda.numHeads + 127) / 128 * 128
+                                          : kda.numHeads;
+  }
   int64_t expertWidth() const { return moe.latent ? moe.latent : hidden; }
   int64_t countLayers(AttentionKind kind) const;
 };

@@ -55,16 +55,19 @@ ModelCost kimi::computeModelCost(const ModelConfig &c,
   for (int64_t l = 0; l < c.numLayers; ++l) {
     t.add("layer_norms", 2 * D, kBf16);
     // AttnRes before attention and before the MLP; layer 0 has no sealed
-    // block yet, so it mixes only before its MLP.
+    // block yet, so it mixes only before its MLP. The K3 release still
+    // stores layer 0's pre-attention pair: counted, as the release counts it.
     if (c.attnResBlock)
-      t.add("attn_res", (l == 0 ? 2 : 4) * D, kBf16);
+      t.add("attn_res",
+            (l == 0 && c.layout != CheckpointLayout::K3 ? 2 : 4) * D, kBf16);
 
     if (c.layers[l] == AttentionKind::Kda) {
       int64_t w = k.numHeads * k.headDim;
       t.add("kda.qkv_proj", 3 * D * w, kBf16);
       t.add("kda.short_conv", 3 * w * k.convKernel, kF32);
       t.add("kda.forget_gate", D * k.headDim + k.headDim * w, kBf16);
-      t.add("kda.gate_params(A_log,dt_bias)", k.numHeads + w, kF32);
+      // A_log as stored (K3 pads it to 128 values).
+      t.add("kda.gate_params(A_log,dt_bias)", c.storedALogLength() + w, kF32);
       t.add("kda.beta_proj", D * k.numHeads, kBf16);
       t.add("kda.output_gate",
             k.fullRankGate ? D * w : D * k.headDim + k.headDim * w, kBf16);

@@ -85,9 +85,12 @@ llvm::ArrayRef<WeightNameRule> kimi::weightNameTable() {
       {R::ExpertDownScale,
        "model.layers.{l}.mlp.experts.{e}.down_proj.weight_scale",
        {"model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight_scale"}},
-      {R::LatentDown, "model.layers.{l}.mlp.routed_expert_down_proj.weight", {}},
-      {R::LatentNorm, "model.layers.{l}.mlp.routed_expert_norm.weight", {}},
-      {R::LatentUp, "model.layers.{l}.mlp.routed_expert_up_proj.weight", {}},
+      {R::LatentDown, "model.layers.{l}.mlp.routed_expert_down_proj.weight",
+       {"model.layers.{l}.block_sparse_moe.routed_expert_down_proj.weight"}},
+      {R::LatentNorm, "model.layers.{l}.mlp.routed_expert_norm.weight",
+       {"model.layers.{l}.block_sparse_moe.routed_expert_norm.weight"}},
+      {R::LatentUp, "model.layers.{l}.mlp.routed_expert_up_proj.weight",
+       {"model.layers.{l}.block_sparse_moe.routed_expert_up_proj.weight"}},
       {R::SharedGate, "model.layers.{l}.mlp.shared_experts.gate_proj.weight",
        {"model.layers.{l}.block_sparse_moe.shared_experts.gate_proj.weight"}},
       {R::SharedUp, "model.layers.{l}.mlp.shared_experts.up_proj.weight",
@@ -127,6 +130,35 @@ std::vector<std::string> kimi::weightNameSpellings(WeightRole role,
   return names;
 }
 
+std::string kimi::releasedWeightName(WeightRole role, int64_t layer,
+                                     int64_t expert, bool prefixed) {
+  const WeightNameRule &rule = ruleFor(role);
+  // The release spells MoE tensors under `block_sparse_moe.`; that is the
+  // one alias a row has when it has any.
+  llvm::StringRef pattern =
+      rule.aliases.empty() ? rule.canonical : rule.aliases.front();
+  std::string name =
+      substitute(substitute(pattern, "{l}", layer), "{e}", expert);
+  return prefixed ? "language_model." + name : name;
+}
+
+bool kimi::isLinearModule(WeightRole role) {
+  using R = WeightRole;
+  switch (role) {
+  case R::LmHead:
+  case R::KdaQ: case R::KdaK: case R::KdaV: case R::KdaFA: case R::KdaFB:
+  case R::KdaB: case R::KdaG: case R::KdaGA: case R::KdaGB: case R::KdaO:
+  case R::MlaQ: case R::MlaQA: case R::MlaQB: case R::MlaKvA: case R::MlaKvB:
+  case R::MlaG: case R::MlaO:
+  case R::MlpGate: case R::MlpUp: case R::MlpDown:
+  case R::ExpertGate: case R::ExpertUp: case R::ExpertDown:
+  case R::SharedGate: case R::SharedUp: case R::SharedDown:
+    return true;
+  default:
+    return false;
+  }
+}
+
 /// Matches `name` against `pattern` with `{l}` standing for a decimal layer
 /// number; returns the layer (-1 when the pattern has no `{l}`), or nullopt.
 static std::optional<int64_t> matchLayer(llvm::StringRef pattern,
@@ -145,6 +177,10 @@ static std::optional<int64_t> matchLayer(llvm::StringRef pattern,
   if (digits.getAsInteger(10, layer))
     return std::nullopt;
   return layer;
+}
+
+bool kimi::weightHasPaddedForms(llvm::StringRef name) {
+  return matchLayer(ruleFor(WeightRole::KdaALog).canonical, name).has_value();
 }
 
 std::vector<std::string> kimi::weightNameAliases(llvm::StringRef name) {

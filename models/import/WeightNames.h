@@ -57,10 +57,28 @@ std::string weightName(WeightRole role, int64_t layer = -1);
 std::vector<std::string> weightNameSpellings(WeightRole role, int64_t layer,
                                              int64_t expert = -1);
 
+/// The name a released checkpoint gives `role` (§9): MoE tensors under
+/// `block_sparse_moe.` with experts `w1` (gate), `w3` (up), `w2` (down), and
+/// `language_model.` before every name when `prefixed` (K3). `{e}` is
+/// replaced by `expert` when it is >= 0.
+std::string releasedWeightName(WeightRole role, int64_t layer, int64_t expert,
+                               bool prefixed);
+
+/// Whether `role` is the weight of an `nn.Linear` module in the released
+/// modeling code (the modules a compressed-tensors `targets: ["Linear"]`
+/// selects). Embeddings, norms, convolutions, gate parameters, the router
+/// (`MoEGate`), AttnRes queries and the LatentMoE projections are not.
+bool isLinearModule(WeightRole role);
+
 /// The alternative spellings of a canonical name as the importer emits it
 /// (layer substituted, `{e}` kept): the aliases of the table row it matches,
 /// with the same layer. Empty when the name has none.
 std::vector<std::string> weightNameAliases(llvm::StringRef canonicalName);
+
+/// Whether a checkpoint may store the 1-D weight called `canonicalName`
+/// padded (§9): `A_log`, which Kimi Linear stores as [1, 1, H, 1] and K3 as
+/// [128], the per-head values followed by zeros.
+bool weightHasPaddedForms(llvm::StringRef canonicalName);
 
 } // namespace kimi
 

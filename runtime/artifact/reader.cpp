@@ -205,6 +205,7 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
       ws.symbol = str(w->symbol());
       ws.shardDim = w->shard_dim();
       ws.shardParts = w->shard_parts();
+      ws.paddedForms = w->padded_forms();
       a.weights.push_back(std::move(ws));
     }
   }

@@ -182,6 +182,10 @@ struct WeightSpec {
   /// `shardParts` equal blocks along `shardDim` (-1: the whole tensor).
   int32_t shardDim = -1;
   int32_t shardParts = 1;
+  /// A 1-D weight a checkpoint may store padded: inside unit dimensions
+  /// (Kimi Linear's `A_log` [1, 1, H, 1]) or longer with every element past
+  /// the logical length zero (K3's `A_log` [128] for 96 heads).
+  bool paddedForms = false;
   /// Elements of the block one rank holds.
   int64_t blockNumel() const;
 };

@@ -300,6 +300,9 @@ Status validateWeights(const ArtifactSpec &artifact) {
         return fail(where, "alias " + std::to_string(a) + " is empty");
     if (w.shape.empty())
       return fail(where, "empty shape");
+    if (w.paddedForms && w.shape.size() != 1)
+      return fail(where, "padded forms need a 1-D weight, got "
+                         "shape " + shapeToString(w.shape));
     if (w.shape.size() > kMaxRank)
       return fail(where, "rank " + std::to_string(w.shape.size()) +
                              " exceeds the maximum of " + std::to_string(kMaxRank));

@@ -100,7 +100,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
     auto symbol = b.CreateString(w.symbol);
     weights.push_back(fb::CreateWeight(b, name, aliases, shape,
                                        static_cast<fb::DType>(w.dtype), symbol,
-                                       w.shardDim, w.shardParts));
+                                       w.shardDim, w.shardParts,
+                                       w.paddedForms));
   }
   auto weightsVec = b.CreateVector(weights);
 

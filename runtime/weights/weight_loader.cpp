@@ -2,6 +2,7 @@
 
 #include "runtime/weights/weight_loader.h"
 #include "runtime/support/text.h"
+#include "runtime/weights/checkpoint.h"
 #include "runtime/weights/float_convert.h"
 #include "runtime/weights/mxfp4.h"
 
@@ -92,6 +93,14 @@ bool sameStorage(StDType src, DType dst) {
 /// Rows are converted in chunks of this many elements through a float buffer.
 constexpr int64_t kChunk = 1 << 16;
 
+std::vector<int64_t> withoutUnitDims(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> out;
+  for (int64_t d : shape)
+    if (d != 1)
+      out.push_back(d);
+  return out;
+}
+
 } // namespace
 
 std::vector<std::string> WeightLoader::spellings(const WeightSpec &spec,
@@ -115,12 +124,8 @@ std::vector<std::string> WeightLoader::spellings(const WeightSpec &spec,
 
 StatusOr<std::unique_ptr<WeightLoader>>
 WeightLoader::open(const std::vector<std::string> &paths) {
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
-  for (const std::string &path : paths) {
-    KIMI_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                          SafetensorsFile::open(path));
-    files.push_back(std::move(file));
-  }
+  KIMI_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<SafetensorsFile>> files,
+                        openCheckpoint(paths));
   return fromFiles(std::move(files));
 }
 
@@ -185,11 +190,39 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
 
     if (t->dtype == StDType::kF32 || t->dtype == StDType::kBF16 ||
         t->dtype == StDType::kF16) {
-      if (t->shape != shape)
+      // Stored as the logical shape or, for a weight with padded forms
+      // (A_log), inside unit dimensions (Kimi Linear's [1, 1, H, 1] for [H])
+      // or longer with zeros after the values (K3's [128] for 96 heads).
+      // Either way the first numel elements in order are the weight.
+      const std::vector<int64_t> stored = withoutUnitDims(t->shape);
+      const bool padForm = spec.paddedForms && shape.size() == 1 &&
+                           stored.size() == 1;
+      const bool padded = padForm && stored[0] > shape[0];
+      if (t->shape != shape && !(padForm && stored[0] >= shape[0]))
         return invalidWeights(where + " has shape " + shapeToString(t->shape) +
-                              ", expected " + shapeToString(shape));
+                              ", expected " + shapeToString(shape) +
+                              (spec.paddedForms
+                                   ? " (or a longer 1-D tensor padded with "
+                                     "zeros)"
+                                   : ""));
+      if (padded) {
+        const int64_t total = stored[0];
+        std::vector<float> tail(static_cast<size_t>(total - numel));
+        widen(t->data + numel * static_cast<int64_t>(stDTypeSize(t->dtype)),
+              t->dtype, total - numel, tail.data());
+        for (size_t i = 0; i < tail.size(); ++i)
+          if (tail[i] != 0.0f)
+            return invalidWeights(
+                where + " has " + std::to_string(total) + " values for " +
+                std::to_string(numel) + ": the values past " +
+                std::to_string(numel) + " must be zero padding, but value " +
+                std::to_string(numel + static_cast<int64_t>(i)) + " is " +
+                std::to_string(tail[i]));
+      }
+      noteLoaded(*t);
       if (sameStorage(t->dtype, spec.dtype)) {
-        std::memcpy(dst, t->data, t->nbytes);
+        std::memcpy(dst, t->data,
+                    static_cast<size_t>(numel) * stDTypeSize(t->dtype));
         return Status::ok();
       }
       std::vector<float> buf(static_cast<size_t>(std::min(numel, kChunk)));
@@ -232,6 +265,8 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                               shapeToString(s->shape) + ", expected " +
                               shapeToString(scaleShape));
       const int64_t rows = numel / width;
+      noteLoaded(*t);
+      noteLoaded(*s);
       if (spec.dtype == DType::kF32) {
         // Dequantise straight into the destination, row block by row block.
         dequantizeMxfp4(t->data, s->data, rows, width,
@@ -255,6 +290,38 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                           "with U8/F8_E8M0 scales)");
   }
   return Status::ok();
+}
+
+void WeightLoader::noteLoaded(const TensorView &t) const {
+  progress_.tensors += 1;
+  progress_.bytes += t.nbytes;
+  if (onProgress_)
+    onProgress_(progress_);
+}
+
+WeightLoader::Progress WeightLoader::checkpointTotals() const {
+  Progress total;
+  for (const auto &[name, where] : index_) {
+    if (isSkippedTensor(name))
+      continue;
+    total.tensors += 1;
+    total.bytes += where.second->nbytes;
+  }
+  return total;
+}
+
+bool WeightLoader::isSkippedTensor(const std::string &name) {
+  for (const char *prefix : {"vision_tower.", "mm_projector."})
+    if (name.rfind(prefix, 0) == 0)
+      return true;
+  return false;
+}
+
+int64_t WeightLoader::skippedTensors() const {
+  int64_t n = 0;
+  for (const auto &entry : index_)
+    n += isSkippedTensor(entry.first);
+  return n;
 }
 
 Status WeightLoader::load(const WeightSpec &spec, void *dstVoid,

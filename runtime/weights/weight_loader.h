@@ -25,6 +25,7 @@
 #include "runtime/support/status.h"
 #include "runtime/weights/safetensors.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -34,7 +35,9 @@ namespace kimi::rt {
 
 class WeightLoader {
 public:
-  /// Opens (maps) every file; a tensor name present in two files is an error.
+  /// Opens (maps) every path: a safetensors file, an index, or a directory
+  /// (runtime/weights/checkpoint.h); a tensor name present in two files is
+  /// an error.
   static StatusOr<std::unique_ptr<WeightLoader>>
   open(const std::vector<std::string> &paths);
   /// Uses files opened by the caller.
@@ -63,8 +66,28 @@ public:
     return files_;
   }
 
+  /// Tensors (and their bytes) read so far, MXFP4 scales counted as tensors.
+  struct Progress {
+    int64_t tensors = 0;
+    uint64_t bytes = 0;
+  };
+  /// Called after each tensor is read (for a progress line on a terminal).
+  void setProgressCallback(std::function<void(const Progress &)> callback) {
+    onProgress_ = std::move(callback);
+  }
+  const Progress &progress() const { return progress_; }
+  /// What the checkpoint holds for the text model (skipped tensors aside):
+  /// the totals a full load reads.
+  Progress checkpointTotals() const;
+
+  /// Tensors of a multimodal release that kimi never reads (the vision
+  /// tower and its projector, `vision_tower.*`, `mm_projector.*`).
+  static bool isSkippedTensor(const std::string &name);
+  int64_t skippedTensors() const;
+
 private:
   WeightLoader() = default;
+  void noteLoaded(const TensorView &t) const;
 
   /// Loads one tensor of logical `shape` found under one of `names` into
   /// `dst`; `found` says whether any of the names exists.
@@ -73,6 +96,8 @@ private:
                    bool &found) const;
 
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  mutable Progress progress_;
+  std::function<void(const Progress &)> onProgress_;
   std::unordered_map<std::string, std::pair<size_t, const TensorView *>> index_;
 };
 

@@ -185,10 +185,11 @@ cl::opt<NumericType> weights(
                clEnumValN(NumericType::F32, "f32", "float32")),
     cl::cat(category));
 cl::opt<bool> mxfp4Experts("mxfp4-experts",
-                           cl::desc("Store routed experts as MXFP4 (default "
-                                    "on; =false keeps them in the dense "
-                                    "weight type)"),
-                           cl::init(true), cl::cat(category));
+                           cl::desc("Store routed experts as MXFP4 (default: "
+                                    "what the config's quantization_config "
+                                    "says; without one, the dense weight "
+                                    "type)"),
+                           cl::init(false), cl::cat(category));
 cl::opt<bool> kdaBf16Io(
     "kda-bf16-io",
     cl::desc("Round kimi.kda's q/k/v/beta and prefill output through bf16, as "
@@ -377,6 +378,11 @@ int main(int argc, char **argv) {
   llvm::Expected<ModelConfig> config = readModelConfig(configPath, readOptions);
   if (!config)
     return fail(llvm::toString(config.takeError()));
+  // The checkpoint's quantization_config says how experts are stored; the
+  // flag, when given, overrides it (to plan another storage).
+  const bool expertsMxfp4 = mxfp4Experts.getNumOccurrences()
+                                ? mxfp4Experts.getValue()
+                                : config->quantization.mxfp4Experts;
 
   if (!grid.empty() && !report && strategy.empty())
     return fail("--grid plans the report (add --report) or partitions the "
@@ -399,7 +405,7 @@ int main(int argc, char **argv) {
     if (context < 1)
       return fail("--context must be positive");
     ReportOptions options;
-    options.mxfp4Experts = mxfp4Experts;
+    options.mxfp4Experts = expertsMxfp4;
     options.context = context;
     ModelCost cost = computeModelCost(*config, options);
     if (grid.empty()) {
@@ -416,7 +422,7 @@ int main(int argc, char **argv) {
     if (!planContexts.empty())
       planOptions.contexts.assign(planContexts.begin(), planContexts.end());
     planOptions.deviceMemory = deviceMemoryGB * 1e9;
-    planOptions.mxfp4Experts = mxfp4Experts;
+    planOptions.mxfp4Experts = expertsMxfp4;
     planOptions.mxfp8Dispatch = mxfp8Dispatch;
     planOptions.splitMlaCache = !replicateMlaCache;
     planOptions.nvlinkBytesPerS = nvlinkGBps * 1e9;
@@ -446,7 +452,7 @@ int main(int argc, char **argv) {
   ImportOptions options;
   options.activations = cpu ? NumericType::F32 : activations.getValue();
   options.weights = cpu ? NumericType::F32 : weights.getValue();
-  options.mxfp4Experts = cpu ? false : mxfp4Experts.getValue();
+  options.mxfp4Experts = cpu ? false : expertsMxfp4;
   // Data-parallel groups: the outer grid axis under --strategy dp.
   int64_t dataParallel = 1;
   PlanOptions parsedGrid;

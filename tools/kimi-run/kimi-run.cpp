@@ -23,7 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
+#include <chrono>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -47,8 +47,9 @@ const char *kUsage =
     "greedily, and prints the generated tokens, prefill and decode tokens/s\n"
     "and peak memory.\n"
     "\n"
-    "  --weights PATH        a .safetensors file, or a directory whose\n"
-    "                        .safetensors files are all used (repeatable)\n"
+    "  --weights PATH        a .safetensors file, a model.safetensors.index.json\n"
+    "                        (its shards, checked against it), or a directory\n"
+    "                        holding either (repeatable)\n"
     "  --random-weights SEED deterministic random weights for every tensor\n"
     "                        of the artifact (demos and tests)\n"
     "  --save-weights FILE   with --random-weights: keep them in FILE\n"
@@ -100,38 +101,40 @@ bool parseInt(const std::string &text, long long &out) {
   return errno == 0 && end && *end == '\0';
 }
 
-/// A file as is; a directory as its *.safetensors files, sorted.
-bool expandWeights(const std::string &path, std::vector<std::string> &out,
-                   std::string &error) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    error = "weights '" + path + "': " + std::strerror(errno);
-    return false;
+/// Prints "weights: N/M tensors, X/Y GiB" over itself on a terminal, at
+/// most ten times a second and once at the end.
+class LoadProgressLine {
+public:
+  explicit LoadProgressLine(const WeightLoader &loader)
+      : total_(loader.checkpointTotals()), enabled_(isatty(STDERR_FILENO)) {}
+  void operator()(const WeightLoader::Progress &p) {
+    if (!enabled_)
+      return;
+    auto now = std::chrono::steady_clock::now();
+    bool last = p.tensors >= total_.tensors;
+    if (!last && now - lastPrint_ < std::chrono::milliseconds(100))
+      return;
+    lastPrint_ = now;
+    std::fprintf(stderr, "\rweights: %lld/%lld tensors, %.2f/%.2f GiB%s",
+                 (long long)p.tensors, (long long)total_.tensors,
+                 p.bytes / 1073741824.0, total_.bytes / 1073741824.0,
+                 last ? "\n" : "");
+    std::fflush(stderr);
+    printed_ = !last;
   }
-  if (!S_ISDIR(st.st_mode)) {
-    out.push_back(path);
-    return true;
+  /// Ends an unfinished line (a load that stopped early or read less).
+  void finish() {
+    if (printed_)
+      std::fputc('\n', stderr);
+    printed_ = false;
   }
-  DIR *dir = opendir(path.c_str());
-  if (!dir) {
-    error = "weights '" + path + "': " + std::strerror(errno);
-    return false;
-  }
-  std::vector<std::string> files;
-  while (dirent *e = readdir(dir)) {
-    std::string name = e->d_name;
-    if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0)
-      files.push_back(path + "/" + name);
-  }
-  closedir(dir);
-  if (files.empty()) {
-    error = "weights directory '" + path + "' holds no .safetensors file";
-    return false;
-  }
-  std::sort(files.begin(), files.end());
-  out.insert(out.end(), files.begin(), files.end());
-  return true;
-}
+
+private:
+  WeightLoader::Progress total_;
+  bool enabled_;
+  bool printed_ = false;
+  std::chrono::steady_clock::time_point lastPrint_{};
+};
 
 /// All-gathers `mine` into `all` (size() x as long). NCCL works on device
 /// buffers: with `device` the data travels through it.
@@ -330,19 +333,24 @@ int main(int argc, char **argv) {
       return fail(s.message());
     paths.push_back(file);
   } else {
-    for (const std::string &w : weightArgs) {
-      std::string error;
-      if (!expandWeights(w, paths, error))
-        return fail(error);
-    }
+    paths = weightArgs;
   }
   StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(paths);
   if (!tempWeights.empty())
     unlink(tempWeights.c_str()); // mapped: the data stays until unmapped
   if (!loader.isOk())
     return fail(loader.status().message());
+  if (int64_t skipped = loader.value()->skippedTensors())
+    std::fprintf(stderr,
+                 "weights: skipping %lld vision tensors (vision_tower.*, "
+                 "mm_projector.*): kimi runs the text model\n",
+                 (long long)skipped);
+  LoadProgressLine progressLine(*loader.value());
+  loader.value()->setProgressCallback(
+      [&](const WeightLoader::Progress &p) { progressLine(p); });
   StatusOr<std::shared_ptr<Executable>> exe =
       createExecutable(spec, *loader.value(), comm.get(), device);
+  progressLine.finish();
   if (!exe.isOk())
     return fail(exe.status().message());
   StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
