@@ -74,8 +74,8 @@ Placement placeLayer(const ModelConfig &c, int64_t l, bool mxfp4Experts) {
   const MoeConfig &e = c.moe;
 
   rep(2 * D, kBf16); // the two RMSNorms
-  if (c.attnResBlock)
-    rep((l == 0 ? 2 : 4) * D, kBf16);
+  if (c.attnResBlock) // as the report counts them (K3 stores layer 0's pair)
+    rep((l == 0 && c.layout != CheckpointLayout::K3 ? 2 : 4) * D, kBf16);
 
   if (c.layers[l] == AttentionKind::Kda) {
     double w = double(k.numHeads) * k.headDim;
@@ -83,7 +83,7 @@ Placement placeLayer(const ModelConfig &c, int64_t l, bool mxfp4Experts) {
     tp(3 * w * k.convKernel, kF32);       // short convs by channel
     rep(D * k.headDim, kBf16);            // forget gate, low-rank down
     tp(k.headDim * w, kBf16);             // forget gate, up by heads
-    tp(k.numHeads + w, kF32);             // A_log, dt_bias
+    tp(c.storedALogLength() + w, kF32);   // A_log (as stored), dt_bias
     tp(D * k.numHeads, kBf16);            // beta by heads
     if (k.fullRankGate) {
       tp(D * w, kBf16);
