@@ -43,7 +43,7 @@ def main():
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.from_pretrained(args.checkpoint)
+    config = AutoConfig.from_pretrained(args.checkpoint, trust_remote_code=False)
     result = {"transformers": transformers.__version__, "torch": torch.__version__,
               "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
               "config_class": type(config).__name__, "tokens": len(tokens)}
@@ -56,7 +56,8 @@ def main():
     logits = {}
     for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         model, info = AutoModelForCausalLM.from_pretrained(
-            args.checkpoint, dtype=dtype, output_loading_info=True)
+            args.checkpoint, dtype=dtype, output_loading_info=True,
+            trust_remote_code=False)
         missing = sorted(info.get("missing_keys", []))
         unexpected = sorted(info.get("unexpected_keys", []))
         mismatched = [str(m) for m in info.get("mismatched_keys", [])]

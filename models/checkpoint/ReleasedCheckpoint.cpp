@@ -215,7 +215,7 @@ void kimi::quantizeMxfp4Row(const double *values, int64_t n, uint8_t *packed,
 
 namespace {
 
-void addBoilerplate(llvm::json::Object &o) {
+void addBoilerplate(llvm::json::Object &o, int64_t vocab) {
   using llvm::json::Value;
   auto def = [&](const char *key, Value v) {
     if (!o.get(key))
@@ -270,9 +270,12 @@ void addBoilerplate(llvm::json::Object &o) {
   def("_name_or_path", "");
   def("use_cache", true);
   def("initializer_range", 0.02);
-  def("bos_token_id", 163584);
-  def("eos_token_id", 163586);
-  def("pad_token_id", 163839);
+  // The release's special tokens, where the vocabulary holds them (a tiny
+  // model's embedding would refuse a padding id past its end).
+  const bool released = vocab > 163839;
+  def("bos_token_id", released ? llvm::json::Value(163584) : nullptr);
+  def("eos_token_id", released ? llvm::json::Value(163586) : nullptr);
+  def("pad_token_id", released ? llvm::json::Value(163839) : nullptr);
 }
 
 /// The compressed-tensors scheme of the K3 release: every nn.Linear but
@@ -321,7 +324,7 @@ llvm::Expected<std::string> kimi::releasedConfigText(llvm::StringRef text,
   if (llvm::json::Object *textConfig = root->getObject("text_config")) {
     llvm::json::Object t = std::move(*textConfig);
     t["model_type"] = "kimi_linear";
-    addBoilerplate(t);
+    addBoilerplate(t, t.getInteger("vocab_size").value_or(0));
     t["architectures"] = nullptr;
     out["architectures"] = llvm::json::Array{"KimiK3ForConditionalGeneration"};
     out["auto_map"] = llvm::json::Object{
@@ -344,7 +347,7 @@ llvm::Expected<std::string> kimi::releasedConfigText(llvm::StringRef text,
       return fail("the Kimi Linear layout is not quantized; MXFP4 experts "
                   "are the K3 release's");
     out = std::move(*root);
-    addBoilerplate(out);
+    addBoilerplate(out, out.getInteger("vocab_size").value_or(0));
     out["architectures"] = llvm::json::Array{"KimiLinearForCausalLM"};
     out["auto_map"] = llvm::json::Object{
         {"AutoConfig", "configuration_kimi.KimiLinearConfig"},
