@@ -173,13 +173,17 @@ cl::opt<bool> replicateMlaCache(
     cl::cat(planCategory));
 
 cl::opt<NumericType> activations(
-    "activations", cl::desc("Activation element type"),
+    "activations",
+    cl::desc("Activation element type of the imported IR (--emit=kimi, "
+             "default bf16); executables compute in f32 and refuse bf16"),
     cl::init(NumericType::BF16),
     cl::values(clEnumValN(NumericType::BF16, "bf16", "bfloat16"),
                clEnumValN(NumericType::F32, "f32", "float32")),
     cl::cat(category));
 cl::opt<NumericType> weights(
-    "weights", cl::desc("Storage type of dense weights"),
+    "weights",
+    cl::desc("Storage type of dense weights in the imported IR (--emit=kimi, "
+             "default bf16); executables hold f32 and refuse bf16"),
     cl::init(NumericType::BF16),
     cl::values(clEnumValN(NumericType::BF16, "bf16", "bfloat16"),
                clEnumValN(NumericType::F32, "f32", "float32")),
@@ -448,6 +452,25 @@ int main(int argc, char **argv) {
   // runtime converts bf16 and dequantises MXFP4 at load) and prefill in
   // static chunks (64 tokens on the CPU, --prefill-chunk on the GPU).
   bool cpu = emit != Emit::Kimi;
+  // Executables compute in f32 with f32 weights today (the runtime converts
+  // bf16 and dequantises MXFP4 at load): another type asked for is refused,
+  // never ignored.
+  if (cpu) {
+    std::string where = std::string("the ") + (target == Target::Sm90a ? "sm_90a" : "cpu") +
+                        " target computes in f32 with f32 weights; ";
+    if (activations.getNumOccurrences() && activations != NumericType::F32)
+      return fail("--activations bf16: " + where +
+                  "bf16 activations are not implemented for executables yet "
+                  "(use --activations f32, or --emit=kimi for bf16 IR)");
+    if (weights.getNumOccurrences() && weights != NumericType::F32)
+      return fail("--weights bf16: " + where +
+                  "weights stored in bf16 are not implemented for "
+                  "executables yet (use --weights f32, or --emit=kimi)");
+    if (mxfp4Experts.getNumOccurrences() && mxfp4Experts)
+      return fail("--mxfp4-experts: " + where +
+                  "experts read as MXFP4 by the kernels are not implemented "
+                  "yet (the runtime dequantises MXFP4 checkpoints at load)");
+  }
   bool gpu = cpu && target == Target::Sm90a;
   ImportOptions options;
   options.activations = cpu ? NumericType::F32 : activations.getValue();
