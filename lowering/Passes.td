@@ -132,9 +132,15 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
       histogram of the sharded form approximates it).
 
     `kimi.kda` is lowered by `kimi-lower-kda`; `weight_ref` stays (the target
-    pipeline decides where weights live). Microscaled weights are rejected:
-    on CPU the runtime dequantises MXFP4 at load time and the model is
-    compiled with dense weights. Any op left unlowered is an error naming it.
+    pipeline decides where weights live). MXFP4 routed experts (with
+    `scales`) are read as their bytes: each table and its scales are cast
+    (`builtin.unrealized_conversion_cast`) to `i8` tensors of the packed
+    shape (`[..., K/2]`, two e2m1 codes a byte, low nibble first; one E8M0
+    scale a byte), which `kimi-externalize-weights` turns into the weight
+    globals, and every weight is decoded in the loop that uses it, exactly,
+    as f32 bits times 2^(scale - 127). Other microscaled weights (a `linear`
+    with scales) are rejected. Reductions accumulate in f32 whatever the
+    result type. Any op left unlowered is an error naming it.
   }];
   let options = [
     Option<"sortedExpertsMinTokens", "sorted-experts-min-tokens", "int64_t", "0",
@@ -164,7 +170,13 @@ def KimiExternalizeWeights
     `memref.get_global` wrapped in a read-only `bufferization.to_tensor`.
     The runtime finds each global by name in the compiled shared object and
     writes the weight into it before the first call; the code only reads it.
-    Weights must have a static shape and a plain float element type.
+    Weights must have a static shape and a float element type. MXFP4
+    weights are held as their bytes: an `f4E2M1FN` weight `[..., K]` becomes
+    an `i8` global `[..., K/2]` (two codes a byte, the low nibble first) and
+    its `f8E8M0FNU` scales an `i8` global of their shape; their users must
+    read them through `builtin.unrealized_conversion_cast`s to those byte
+    tensors (what the routed-experts lowering emits), which are replaced by
+    the globals.
   }];
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",

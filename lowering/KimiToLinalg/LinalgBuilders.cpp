@@ -58,7 +58,22 @@ Value carryLoop(OpBuilder &b, Location loc, int64_t n, Value init,
 Value generic(OpBuilder &b, Location loc, Value init, ValueRange inputs,
               ArrayRef<AffineMap> maps, ArrayRef<utils::IteratorType> iterators,
               BodyFn body) {
-  Type outElement = cast<RankedTensorType>(init.getType()).getElementType();
+  auto initType = cast<RankedTensorType>(init.getType());
+  Type outElement = initType.getElementType();
+  // Reductions accumulate in f32 whatever the result type: a bf16
+  // accumulator would round every partial sum. The init is widened, the
+  // reduction runs in f32, and only its result is rounded.
+  if (isa<FloatType>(outElement) && !outElement.isF32() &&
+      llvm::is_contained(iterators, utils::IteratorType::reduction)) {
+    auto wideType = initType.clone(b.getF32Type());
+    auto cast = [&](Value v, RankedTensorType to) {
+      return elementwise(b, loc, to, v,
+                         [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+    };
+    Value wide = generic(b, loc, cast(init, wideType), inputs, maps, iterators,
+                         body);
+    return cast(wide, initType);
+  }
   auto op = linalg::GenericOp::create(
       b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
       iterators, [&](OpBuilder &nb, Location nloc, ValueRange args) {

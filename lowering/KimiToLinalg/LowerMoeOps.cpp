@@ -226,6 +226,78 @@ struct RouterLowering : OpRewritePattern<RouterOp> {
   }
 };
 
+/// MXFP4 expert weights as the CPU reads them: the packed bytes of one
+/// table (`tensor<E x N x K/2 x i8>`, the low nibble is the even element) and
+/// its E8M0 scales (`tensor<E x N x K/32 x i8>`, bias 127, one per 32
+/// values). The casts from the f4E2M1FN / f8E8M0FNU weights are resolved by
+/// kimi-externalize-weights, which makes the globals hold exactly these bytes.
+struct Mxfp4Table {
+  Value packed, scales;
+};
+
+Mxfp4Table packedTable(OpBuilder &b, Location loc, Value weight, Value scale) {
+  auto w = cast<RankedTensorType>(weight.getType());
+  auto sc = cast<RankedTensorType>(scale.getType());
+  SmallVector<int64_t> shape(w.getShape().begin(), w.getShape().end());
+  shape.back() /= 2;
+  Type i8 = b.getI8Type();
+  Type packedType = RankedTensorType::get(shape, i8);
+  Type scaleType = RankedTensorType::get(sc.getShape(), i8);
+  auto packedCast = UnrealizedConversionCastOp::create(
+      b, loc, TypeRange{packedType}, ValueRange{weight});
+  auto scaleCast = UnrealizedConversionCastOp::create(
+      b, loc, TypeRange{scaleType}, ValueRange{scale});
+  return {packedCast.getResult(0), scaleCast.getResult(0)};
+}
+
+/// The f32 value of element (e, row, col) of an MXFP4 table: the e2m1 code
+/// (sign, 2-bit exponent with bias 1, 1-bit mantissa) built as f32 bits,
+/// times the block's scale 2^(s - 127) (s = 0 is the subnormal 2^-127).
+/// Both are exact in f32.
+Value mxfp4Element(OpBuilder &b, Location l, const Mxfp4Table &t, Value e,
+                   Value row, Value col) {
+  Type i32 = b.getI32Type();
+  auto cIdx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, l, v); };
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, l, i32, v).getResult();
+  };
+  Value byte = tensor::ExtractOp::create(
+      b, l, t.packed,
+      ValueRange{e, row, arith::DivUIOp::create(b, l, col, cIdx(2))});
+  Value word = arith::ExtUIOp::create(b, l, i32, byte);
+  Value odd = arith::IndexCastOp::create(
+      b, l, i32, arith::RemUIOp::create(b, l, col, cIdx(2)));
+  Value code = arith::AndIOp::create(
+      b, l,
+      arith::ShRUIOp::create(b, l, word, arith::MulIOp::create(b, l, odd, c32(4))),
+      c32(15));
+  Value sign = arith::ShRUIOp::create(b, l, code, c32(3));
+  Value ex = arith::AndIOp::create(
+      b, l, arith::ShRUIOp::create(b, l, code, c32(1)), c32(3));
+  Value m = arith::AndIOp::create(b, l, code, c32(1));
+  // ex > 0: (1 + m/2) 2^(ex - 1), f32 exponent field ex + 126; ex = 0: m/2.
+  Value normal = arith::OrIOp::create(
+      b, l,
+      arith::ShLIOp::create(b, l, arith::AddIOp::create(b, l, ex, c32(126)),
+                            c32(23)),
+      arith::ShLIOp::create(b, l, m, c32(22)));
+  Value half = arith::MulIOp::create(b, l, m, c32(126 << 23));
+  Value isSub = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, ex, c32(0));
+  Value mag = arith::SelectOp::create(b, l, isSub, half, normal);
+  Value bits = arith::OrIOp::create(b, l, mag,
+                                    arith::ShLIOp::create(b, l, sign, c32(31)));
+  Value value = arith::BitcastOp::create(b, l, b.getF32Type(), bits);
+  Value sByte = tensor::ExtractOp::create(
+      b, l, t.scales,
+      ValueRange{e, row, arith::DivUIOp::create(b, l, col, cIdx(32))});
+  Value s = arith::ExtUIOp::create(b, l, i32, sByte);
+  Value isZero = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, s, c32(0));
+  Value sBits = arith::SelectOp::create(b, l, isZero, c32(0x00400000),
+                                        arith::ShLIOp::create(b, l, s, c32(23)));
+  Value scale = arith::BitcastOp::create(b, l, b.getF32Type(), sBits);
+  return arith::MulFOp::create(b, l, value, scale);
+}
+
 struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
   RoutedExpertsLowering(MLIRContext *ctx, int64_t sortedMinTokens)
       : OpRewritePattern(ctx), sortedMinTokens(sortedMinTokens) {}
@@ -457,7 +529,33 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     };
     SmallVector<IT> batched = {IT::parallel, IT::parallel, IT::parallel,
                                IT::reduction};
+    SmallVector<Mxfp4Table, 3> mx;
+    if (!op.getScales().empty()) {
+      Value tables[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
+      for (unsigned i = 0; i < 3; ++i)
+        mx.push_back(packedTable(b, loc, tables[i], op.getScales()[i]));
+    }
+    // MXFP4: each weight is decoded where it is read, (e, n, k) from the
+    // loop indices.
+    auto projectMx = [&](Value input, const Mxfp4Table &t, int64_t out) {
+      return generic(
+          b, loc,
+          filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32, 0.0),
+          {input},
+          {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 1, 2})}, batched,
+          [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+            Value wv = mxfp4Element(nb, l, t, index(nb, l, 0), index(nb, l, 2),
+                                    index(nb, l, 3));
+            return arith::AddFOp::create(nb, l, a[1],
+                                         arith::MulFOp::create(nb, l, a[0], wv));
+          });
+    };
     auto project = [&](Value input, Value weights, int64_t out) {
+      if (!mx.empty()) {
+        unsigned which = weights == op.getGateProj() ? 0
+                         : weights == op.getUpProj() ? 1 : 2;
+        return projectMx(input, mx[which], out);
+      }
       return generic(
           b, loc,
           filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32, 0.0),
@@ -507,9 +605,6 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
 
   LogicalResult matchAndRewrite(RoutedExpertsOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.getScales().empty())
-      return rewriter.notifyMatchFailure(
-          op, "MXFP4 experts are dequantised by the runtime on CPU");
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
     Type f32 = b.getF32Type();
@@ -546,9 +641,20 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     auto index = [](OpBuilder &nb, Location l, unsigned d) -> Value {
       return linalg::IndexOp::create(nb, l, d);
     };
+    SmallVector<Mxfp4Table, 3> mx;
+    if (!op.getScales().empty()) {
+      Value tables[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
+      for (unsigned i = 0; i < 3; ++i)
+        mx.push_back(packedTable(b, loc, tables[i], op.getScales()[i]));
+    }
     auto expertRow = [&](OpBuilder &nb, Location l, Value table, Value id,
-                         Value row, Value col) {
+                         Value row, Value col) -> Value {
       Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), id);
+      if (!mx.empty()) {
+        unsigned which = table == op.getGateProj() ? 0
+                         : table == op.getUpProj() ? 1 : 2;
+        return mxfp4Element(nb, l, mx[which], e, row, col);
+      }
       return toF32(nb, l,
                    tensor::ExtractOp::create(nb, l, table,
                                              ValueRange{e, row, col}));

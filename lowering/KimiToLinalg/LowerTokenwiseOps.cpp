@@ -26,8 +26,8 @@ LogicalResult rejectMicroscaled(PatternRewriter &rewriter, Operation *op,
   Type et = typeOf(weight).getElementType();
   if (isa<Float4E2M1FNType, Float8E4M3FNType>(et))
     return rewriter.notifyMatchFailure(
-        op, "microscaled weights are dequantised by the runtime on CPU; "
-            "import the model with dense experts");
+        op, "microscaled weights are read by the routed-expert loops only; "
+            "import dense weights for linear layers");
   return success();
 }
 

@@ -23,7 +23,14 @@ llvm::Expected<rt::DType> dtypeOf(Type t) {
     return rt::DType::kF32;
   if (t.isInteger(32))
     return rt::DType::kI32;
-  return error("the CPU artifact holds f32 and i32 tensors only");
+  if (t.isBF16())
+    return rt::DType::kBF16;
+  if (isa<Float4E2M1FNType>(t))
+    return rt::DType::kF4E2M1;
+  if (isa<Float8E8M0FNUType>(t))
+    return rt::DType::kF8E8M0;
+  return error("the CPU artifact holds f32, bf16, MXFP4 (f4E2M1FN values, "
+               "f8E8M0FNU scales) and i32 tensors only");
 }
 
 std::vector<int64_t> shapeOf(RankedTensorType t) {

@@ -105,6 +105,11 @@ struct ModelConfig {
     return layout == CheckpointLayout::K3 ? (kda.numHeads + 127) / 128 * 128
                                           : kda.numHeads;
   }
+  /// K3 stores the KDA short-conv taps and o_norm in f32; Kimi Linear in
+  /// bf16 like its other dense weights (§9).
+  bool storesKdaConvAndONormF32() const {
+    return layout == CheckpointLayout::K3;
+  }
   int64_t expertWidth() const { return moe.latent ? moe.latent : hidden; }
   int64_t countLayers(AttentionKind kind) const;
 };

@@ -81,6 +81,10 @@ private:
   }
   Type act() { return numeric(opts.activations); }
   Type wt() { return numeric(opts.weights); }
+  /// The KDA conv taps and o_norm at the release's type (f32 in K3).
+  Type kdaConvONormType() {
+    return cfg.storesKdaConvAndONormF32() ? Type(b.getF32Type()) : wt();
+  }
   RankedTensorType tt(ArrayRef<int64_t> shape, Type et) {
     return RankedTensorType::get(shape, et);
   }
@@ -254,7 +258,7 @@ Value ModelBuilder::kdaAttention(Value x, int64_t layer, const EntrySpec &mode,
   SmallVector<Value> qkv, convStates;
   for (int i = 0; i < 3; ++i) {
     Value p = linear(x, projRoles[i], layer, width);
-    Value w = weight(convRoles[i], layer, {width, 1, taps}, f32);
+    Value w = weight(convRoles[i], layer, {width, 1, taps}, kdaConvONormType());
     Value state = mode.stateful ? stateIn[1 + i] : Value();
     auto conv = ShortConvOp::create(
         b, loc, p.getType(), tt({batch, taps - 1, width}, f32), p, w, state,
@@ -304,7 +308,7 @@ Value ModelBuilder::kdaAttention(Value x, int64_t layer, const EntrySpec &mode,
                    : linear(linear(x, R::KdaGA, layer, k.headDim), R::KdaGB,
                             layer, width);
   gate = splitHeads(gate, k.numHeads, k.headDim);
-  Value oNorm = weight(R::KdaONorm, layer, {k.headDim}, wt());
+  Value oNorm = weight(R::KdaONorm, layer, {k.headDim}, kdaConvONormType());
   Value y = GatedRmsNormOp::create(b, loc, kda.getOut().getType(),
                                    kda.getOut(), gate, oNorm,
                                    b.getF64FloatAttr(cfg.rmsNormEps));

@@ -64,14 +64,16 @@ ModelCost kimi::computeModelCost(const ModelConfig &c,
     if (c.layers[l] == AttentionKind::Kda) {
       int64_t w = k.numHeads * k.headDim;
       t.add("kda.qkv_proj", 3 * D * w, kBf16);
-      t.add("kda.short_conv", 3 * w * k.convKernel, kF32);
+      const auto convONorm = c.storesKdaConvAndONormF32() ? kF32 : kBf16;
+      t.add("kda.short_conv", 3 * w * k.convKernel, convONorm);
       t.add("kda.forget_gate", D * k.headDim + k.headDim * w, kBf16);
       // A_log as stored (K3 pads it to 128 values).
       t.add("kda.gate_params(A_log,dt_bias)", c.storedALogLength() + w, kF32);
       t.add("kda.beta_proj", D * k.numHeads, kBf16);
       t.add("kda.output_gate",
             k.fullRankGate ? D * w : D * k.headDim + k.headDim * w, kBf16);
-      t.add("kda.o_norm+o_proj", k.headDim + w * D, kBf16);
+      t.add("kda.o_norm", k.headDim, convONorm);
+      t.add("kda.o_proj", w * D, kBf16);
     } else {
       int64_t qd = m.nopeDim + m.ropeDim;
       int64_t q = m.qLoraRank

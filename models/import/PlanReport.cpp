@@ -80,7 +80,8 @@ Placement placeLayer(const ModelConfig &c, int64_t l, bool mxfp4Experts) {
   if (c.layers[l] == AttentionKind::Kda) {
     double w = double(k.numHeads) * k.headDim;
     tp(3 * D * w, kBf16);                 // q, k, v by heads
-    tp(3 * w * k.convKernel, kF32);       // short convs by channel
+    const double convONorm = c.storesKdaConvAndONormF32() ? kF32 : kBf16;
+    tp(3 * w * k.convKernel, convONorm);  // short convs by channel
     rep(D * k.headDim, kBf16);            // forget gate, low-rank down
     tp(k.headDim * w, kBf16);             // forget gate, up by heads
     tp(c.storedALogLength() + w, kF32);   // A_log (as stored), dt_bias
@@ -91,7 +92,7 @@ Placement placeLayer(const ModelConfig &c, int64_t l, bool mxfp4Experts) {
       rep(D * k.headDim, kBf16);
       tp(k.headDim * w, kBf16);
     }
-    rep(k.headDim, kBf16);                // o_norm (per head_dim, shared)
+    rep(k.headDim, convONorm);            // o_norm (per head_dim, shared)
     tp(w * D, kBf16);                     // o_proj, row-parallel
   } else {
     double qd = m.nopeDim + m.ropeDim;

@@ -20,6 +20,12 @@ std::string dtypeName(DType dtype) {
   return "dtype(" + std::to_string(static_cast<unsigned>(dtype)) + ")";
 }
 
+int64_t storedBytes(DType dtype, int64_t numel) {
+  if (dtype == DType::kF4E2M1)
+    return (numel + 1) / 2;
+  return numel * static_cast<int64_t>(dtypeSize(dtype));
+}
+
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
   case DType::kF32: case DType::kI32: return 4;

@@ -66,6 +66,9 @@ inline constexpr uint8_t kLastCollectiveKind = 5;
 std::string dtypeName(DType dtype);
 /// Bytes per element; 0 for kInvalid, out-of-range values and sub-byte types.
 size_t dtypeSize(DType dtype);
+/// Bytes `numel` elements of `dtype` take as stored: f4e2m1 (MXFP4 values)
+/// packs two a byte; every other type is numel x dtypeSize.
+int64_t storedBytes(DType dtype, int64_t numel);
 const char *roleName(TensorRole role);
 const char *kernelKindName(KernelKind kind);
 const char *stepKindName(StepKind kind);

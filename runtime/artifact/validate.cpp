@@ -316,9 +316,18 @@ Status validateWeights(const ArtifactSpec &artifact) {
         numel > kMaxTensorBytes / 4)
       return fail(where, "shape " + shapeToString(w.shape) + " is too large");
     if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 &&
-        w.dtype != DType::kF16)
-      return fail(where, "compute dtype " + dtypeName(w.dtype) +
-                             " is not f32, bf16 or f16");
+        w.dtype != DType::kF16 && w.dtype != DType::kF4E2M1 &&
+        w.dtype != DType::kF8E8M0)
+      return fail(where, "stored dtype " + dtypeName(w.dtype) +
+                             " is not f32, bf16, f16, f4e2m1 or f8e8m0");
+    // MXFP4 values pack two a byte along the last dimension.
+    if (w.dtype == DType::kF4E2M1 && w.shape.back() % 2)
+      return fail(where, "f4e2m1 needs an even last dimension, got " +
+                             shapeToString(w.shape));
+    if (w.dtype == DType::kF4E2M1 && w.shardParts > 1 &&
+        w.shardDim == static_cast<int32_t>(w.shape.size()) - 1)
+      return fail(where, "f4e2m1 cannot be split along its packed last "
+                         "dimension");
     if (w.name.find("{e}") != std::string::npos && w.shape.size() < 2)
       return fail(where, "a stack of experts ({e}) needs rank >= 2, got " +
                              shapeToString(w.shape));

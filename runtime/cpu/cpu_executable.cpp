@@ -74,8 +74,7 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
       Status s = address.takeStatus();
       return s.addContext(where);
     }
-    const size_t elem = dtypeSize(w.dtype);
-    const int64_t bytes = w.blockNumel() * static_cast<int64_t>(elem);
+    const int64_t bytes = storedBytes(w.dtype, w.blockNumel());
     const int64_t symbolBytes = exe->module_->symbolSize(address.value());
     if (symbolBytes >= 0 && symbolBytes != bytes)
       return moduleError(where + ": symbol " + quoted(w.symbol) + " holds " +

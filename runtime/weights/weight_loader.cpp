@@ -188,6 +188,39 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
     int64_t numel = 0;
     checkedNumel(shape, numel); // validated by the artifact reader
 
+    // A weight the artifact holds as MXFP4: the checkpoint's bytes, as they
+    // are (packed values; E8M0 scales, with the NaN byte refused).
+    if (spec.dtype == DType::kF4E2M1) {
+      if (t->dtype != StDType::kU8 || t->shape != packedShape)
+        return invalidWeights(
+            where + " is " + stDTypeName(t->dtype) + " " +
+            shapeToString(t->shape) + "; the artifact holds this weight as "
+            "MXFP4 and needs its packed U8 values " +
+            shapeToString(packedShape) + " (a checkpoint with dense experts "
+            "needs an artifact compiled with --mxfp4-experts=false)");
+      noteLoaded(*t);
+      std::memcpy(dst, t->data, static_cast<size_t>(numel / 2));
+      return Status::ok();
+    }
+    if (spec.dtype == DType::kF8E8M0) {
+      if ((t->dtype != StDType::kU8 && t->dtype != StDType::kF8E8M0) ||
+          t->shape != shape)
+        return invalidWeights(where + " is " + stDTypeName(t->dtype) + " " +
+                              shapeToString(t->shape) + "; the artifact "
+                              "holds E8M0 scales " + shapeToString(shape) +
+                              " (U8 or F8_E8M0)");
+      const int64_t cols = shape.back();
+      for (int64_t i = 0; i < numel; ++i)
+        if (t->data[i] == 0xFF)
+          return invalidWeights(where + " holds the E8M0 NaN (255) at row " +
+                                std::to_string(i / cols) + ", block " +
+                                std::to_string(i % cols) +
+                                ": the values of that block have no scale");
+      noteLoaded(*t);
+      std::memcpy(dst, t->data, static_cast<size_t>(numel));
+      return Status::ok();
+    }
+
     if (t->dtype == StDType::kF32 || t->dtype == StDType::kBF16 ||
         t->dtype == StDType::kF16) {
       // Stored as the logical shape or, for a weight with padded forms
@@ -265,6 +298,16 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                               shapeToString(s->shape) + ", expected " +
                               shapeToString(scaleShape));
       const int64_t rows = numel / width;
+      // E8M0 byte 255 is NaN: a checkpoint holding it would poison every
+      // value of its block, so it is refused, naming where it sits.
+      const int64_t blocksPerRow = width / kMxBlock;
+      for (int64_t i = 0; i < rows * blocksPerRow; ++i)
+        if (s->data[i] == 0xFF)
+          return invalidWeights(
+              scaleWhere + " holds the E8M0 NaN (255) at row " +
+              std::to_string(i / blocksPerRow) + ", block " +
+              std::to_string(i % blocksPerRow) +
+              ": the values of that block have no scale");
       noteLoaded(*t);
       noteLoaded(*s);
       if (spec.dtype == DType::kF32) {
@@ -331,17 +374,20 @@ Status WeightLoader::load(const WeightSpec &spec, void *dstVoid,
   if (spec.shape.empty() || !checkedNumel(spec.shape, numel) || numel == 0)
     return invalidArgument(weight + ": invalid logical shape " +
                            shapeToString(spec.shape));
-  const size_t elem = dtypeSize(spec.dtype);
   if (spec.dtype != DType::kF32 && spec.dtype != DType::kBF16 &&
-      spec.dtype != DType::kF16)
-    return invalidArgument(weight + ": unsupported compute dtype " +
+      spec.dtype != DType::kF16 && spec.dtype != DType::kF4E2M1 &&
+      spec.dtype != DType::kF8E8M0)
+    return invalidArgument(weight + ": unsupported stored dtype " +
                            dtypeName(spec.dtype));
-  if (static_cast<uint64_t>(numel) * elem != dstBytes)
+  if (spec.dtype == DType::kF4E2M1 && spec.shape.back() % 2)
+    return invalidArgument(weight + ": f4e2m1 needs an even last dimension");
+  const int64_t needed = storedBytes(spec.dtype, numel);
+  if (static_cast<uint64_t>(needed) != dstBytes)
     return invalidArgument(weight + ": destination holds " +
                            std::to_string(dstBytes) + " bytes, " +
                            dtypeName(spec.dtype) + " " +
                            shapeToString(spec.shape) + " needs " +
-                           std::to_string(static_cast<uint64_t>(numel) * elem));
+                           std::to_string(needed));
   uint8_t *dst = static_cast<uint8_t *>(dstVoid);
 
   const bool stacked = spec.name.find("{e}") != std::string::npos;
@@ -358,7 +404,7 @@ Status WeightLoader::load(const WeightSpec &spec, void *dstVoid,
 
   const int64_t experts = spec.shape[0];
   const std::vector<int64_t> pieceShape(spec.shape.begin() + 1, spec.shape.end());
-  const int64_t pieceBytes = (numel / experts) * static_cast<int64_t>(elem);
+  const int64_t pieceBytes = storedBytes(spec.dtype, numel / experts);
   for (int64_t e = 0; e < experts; ++e) {
     std::vector<std::string> expertNames = spellings(spec, e);
     KIMI_RETURN_IF_ERROR(
@@ -376,9 +422,9 @@ Status WeightLoader::loadBlock(const WeightSpec &spec, int32_t rank,
                                void *dst, size_t dstBytes) const {
   if (spec.shardParts <= 1)
     return load(spec, dst, dstBytes);
-  // Load the whole tensor, keep this rank's block.
-  const size_t elem = dtypeSize(spec.dtype);
-  if (dstBytes != static_cast<size_t>(spec.blockNumel()) * elem)
+  // Load the whole tensor, keep this rank's block (f4e2m1 is never split
+  // along its packed last dimension: the artifact reader refuses that).
+  if (dstBytes != static_cast<size_t>(storedBytes(spec.dtype, spec.blockNumel())))
     return invalidArgument("weight " + quoted(spec.name) + ": a block of " +
                            std::to_string(spec.blockNumel()) + " elements into " +
                            std::to_string(dstBytes) + " bytes");
@@ -386,11 +432,12 @@ Status WeightLoader::loadBlock(const WeightSpec &spec, int32_t rank,
   KIMI_RETURN_IF_ERROR(load(spec, whole.data(), whole.size()));
   const std::vector<int64_t> &shape = spec.shape;
   const int32_t dim = spec.shardDim;
-  int64_t outer = 1, inner = static_cast<int64_t>(elem);
+  int64_t outer = 1, innerNumel = 1;
   for (int32_t d = 0; d < dim; ++d)
     outer *= shape[d];
   for (size_t d = dim + 1; d < shape.size(); ++d)
-    inner *= shape[d];
+    innerNumel *= shape[d];
+  const int64_t inner = storedBytes(spec.dtype, innerNumel);
   const int64_t block = shape[dim] / spec.shardParts;
   const int64_t index = rank % spec.shardParts;
   auto *out = static_cast<uint8_t *>(dst);

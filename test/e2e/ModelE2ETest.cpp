@@ -40,6 +40,8 @@ struct ModelCase {
   /// The artifact (KIMI_E2E_DIR/<artifact>.kimi) when it is not the
   /// model's default compilation.
   const char *artifact = nullptr;
+  /// The config (KIMI_E2E_DIR/<config>.json) when it is not models/<name>.json.
+  const char *config = nullptr;
   std::string artifactName() const { return artifact ? artifact : name; }
 };
 
@@ -58,8 +60,10 @@ class ModelE2E : public ::testing::TestWithParam<ModelCase> {
 protected:
   void SetUp() override {
     std::string name = GetParam().name;
-    llvm::Expected<ModelConfig> cfg =
-        readModelConfig(std::string(KIMI_SOURCE_DIR) + "/models/" + name + ".json");
+    llvm::Expected<ModelConfig> cfg = readModelConfig(
+        GetParam().config
+            ? std::string(KIMI_E2E_DIR) + "/" + GetParam().config + ".json"
+            : std::string(KIMI_SOURCE_DIR) + "/models/" + name + ".json");
     ASSERT_TRUE(bool(cfg)) << llvm::toString(cfg.takeError());
     config = *cfg;
     StatusOr<ArtifactSpec> a =
@@ -72,6 +76,15 @@ protected:
     weights = reference::randomWeights(config, seed);
     reference::roundWeights(weights, GetParam().bf16 ? reference::Rounding::BF16
                                                      : reference::Rounding::F32);
+    // The artifact holds each weight at its stored type: the runtime rounds
+    // an f32 file's values to a bf16 weight at load, and so does the
+    // reference.
+    for (const WeightSpec &w : artifact->weights)
+      if (w.dtype == DType::kBF16) {
+        auto it = weights.find(w.name);
+        ASSERT_NE(it, weights.end()) << w.name;
+        reference::roundValues(it->second.data, reference::Rounding::BF16);
+      }
     weightFile = ::testing::TempDir() + "kimi-e2e-" + name + "-" +
                  std::to_string(seed) + ".safetensors";
   }
@@ -127,7 +140,8 @@ protected:
   /// f32 rounding, which makes the logits discontinuous there. Draws again
   /// (from the same seeded stream) until every routing margin of the
   /// reference exceeds 1e-4, far above f32's ~1e-7 relative error.
-  std::vector<int32_t> randomTokens(size_t n, unsigned stream = 0) {
+  std::vector<int32_t> randomTokens(size_t n, unsigned stream = 0,
+                                    double minMargin = 1e-4) {
     std::mt19937 rng(seed + stream);
     reference::ReferenceModel ref(config, weights);
     std::vector<int32_t> tokens(n);
@@ -139,11 +153,33 @@ protected:
       ref.run(tokens, state, &trace);
       double margin = *std::min_element(trace.routingMargin.begin(),
                                         trace.routingMargin.end());
-      if (margin > 1e-4)
+      if (margin > minMargin)
         return tokens;
     }
-    ADD_FAILURE() << "no well-conditioned token sequence in 50 draws";
+    ADD_FAILURE() << "no well-conditioned token sequence in 50 draws "
+                  << "(routing margins above " << minMargin << ")";
     return tokens;
+  }
+
+  /// Writes the weights, prefills `tokens` in a fresh session and returns
+  /// the relative L2 error of all logits against the float64 reference
+  /// (`want` receives the reference's logits).
+  void prefillError(const std::vector<int32_t> &tokens,
+                    std::vector<double> &want, double &err) {
+    ASSERT_NO_FATAL_FAILURE(writeWeights());
+    auto exe = load();
+    ASSERT_TRUE(exe.isOk()) << exe.status().message();
+    auto session = Session::create(exe.value());
+    ASSERT_TRUE(session.isOk()) << session.status().message();
+    StatusOr<LogitsView> logits = session.value()->prefill(tokens);
+    ASSERT_TRUE(logits.isOk()) << logits.status().message();
+    ASSERT_EQ(logits.value().rows, static_cast<int64_t>(tokens.size()));
+    reference::ReferenceModel ref(config, weights);
+    want = ref.forward(tokens);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_TRUE(std::isfinite(logits.value().data[i])) << "logit " << i;
+    err = relativeError(logits.value().data, want, 0, want.size());
+    RecordProperty("relative_error", std::to_string(err));
   }
 
   ModelConfig config;
@@ -155,25 +191,11 @@ protected:
 
 TEST_P(ModelE2E, LogitsMatchFloat64Reference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
-  ASSERT_NO_FATAL_FAILURE(writeWeights());
-  auto exe = load();
-  ASSERT_TRUE(exe.isOk()) << exe.status().message();
-  auto session = Session::create(exe.value());
-  ASSERT_TRUE(session.isOk()) << session.status().message();
-
   // 64 + 7 tokens: one chunked prefill step and seven decode steps inside
   // prefill, then the reference on the same tokens from the same weights.
-  std::vector<int32_t> tokens = randomTokens(71);
-  StatusOr<LogitsView> logits = session.value()->prefill(tokens);
-  ASSERT_TRUE(logits.isOk()) << logits.status().message();
-  ASSERT_EQ(logits.value().rows, 71);
-  reference::ReferenceModel ref(config, weights);
-  std::vector<double> want = ref.forward(tokens);
-  const size_t n = want.size();
-  for (size_t i = 0; i < n; ++i)
-    ASSERT_TRUE(std::isfinite(logits.value().data[i])) << "logit " << i;
-  double err = relativeError(logits.value().data, want, 0, n);
-  RecordProperty("relative_error", std::to_string(err));
+  std::vector<double> want;
+  double err = 0;
+  ASSERT_NO_FATAL_FAILURE(prefillError(randomTokens(71), want, err));
   EXPECT_LT(err, 1e-4) << "relative L2 error of all logits";
 }
 
@@ -512,6 +534,92 @@ TEST_P(ModelE2E, BadTokensAndWeightsAreRefusedByName) {
   EXPECT_NE(reshaped.status().message().find(norm), std::string::npos)
       << reshaped.status().message();
 }
+
+/// Artifacts compiled with --activations bf16: every product, norm and
+/// reduction accumulates in f32, and the activations between them are bf16.
+/// Their logits are bounded by the rounding floor: at most twice what
+/// rounding each matrix product's input and output to bf16 alone changes in
+/// the float64 model. The configs select every expert (top-k = E), so no
+/// rounding flips a routing choice.
+class ModelE2EBf16 : public ModelE2E {
+protected:
+  /// The relative L2 error of the float64 model with bf16 products against
+  /// the exact one on `tokens`.
+  double roundingFloor(const std::vector<int32_t> &tokens,
+                       const std::vector<double> &exact) {
+    reference::ReferenceModel rounded(config, weights);
+    rounded.setProductRounding(reference::Rounding::BF16);
+    std::vector<double> r = rounded.forward(tokens);
+    std::vector<float> rf(r.begin(), r.end());
+    return relativeError(rf.data(), exact, 0, exact.size());
+  }
+};
+
+TEST_P(ModelE2EBf16, LogitsWithinTwiceTheRoundingFloor) {
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<int32_t> tokens = randomTokens(71);
+  std::vector<double> want;
+  double err = 0;
+  ASSERT_NO_FATAL_FAILURE(prefillError(tokens, want, err));
+  const double floor = roundingFloor(tokens, want);
+  RecordProperty("rounding_floor", std::to_string(floor));
+  std::printf("[ bf16     ] relative error %.3g, rounding floor %.3g\n", err,
+              floor);
+  EXPECT_GT(floor, 1e-4) << "the floor must see bf16 rounding";
+  EXPECT_LT(err, 2 * floor) << "relative L2 error of all logits";
+}
+
+/// prefill(N) + decode(M) against prefill(N + M): both within twice the
+/// rounding floor of the float64 model, row by row in the decode part.
+TEST_P(ModelE2EBf16, PrefillThenDecodeWithinTwiceTheRoundingFloor) {
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto exe = load();
+  ASSERT_TRUE(exe.isOk()) << exe.status().message();
+  auto whole = Session::create(exe.value());
+  auto split = Session::create(exe.value());
+  ASSERT_TRUE(whole.isOk() && split.isOk());
+  std::vector<int32_t> tokens = randomTokens(80, 1);
+  const int64_t V = config.vocab;
+  StatusOr<LogitsView> all = whole.value()->prefill(tokens);
+  ASSERT_TRUE(all.isOk()) << all.status().message();
+  std::vector<double> fullD(all.value().data,
+                            all.value().data + all.value().rows * V);
+  reference::ReferenceModel ref(config, weights);
+  std::vector<double> want = ref.forward(tokens);
+  const double floor = roundingFloor(tokens, want);
+  std::vector<float> fullF(fullD.begin(), fullD.end());
+  EXPECT_LT(relativeError(fullF.data(), want, 0, want.size()), 2 * floor);
+  StatusOr<LogitsView> first = split.value()->prefill(tokens.data(), 66);
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  std::vector<float> splitRows(first.value().data,
+                               first.value().data + 66 * V);
+  for (size_t t = 66; t < tokens.size(); ++t) {
+    StatusOr<LogitsView> step = split.value()->decodeStep(tokens[t]);
+    ASSERT_TRUE(step.isOk()) << step.status().message();
+    splitRows.insert(splitRows.end(), step.value().data, step.value().data + V);
+  }
+  EXPECT_LT(relativeError(splitRows.data(), want, 0, want.size()), 2 * floor)
+      << "prefill(66) + 14 decode steps";
+  EXPECT_LT(relativeError(splitRows.data(), fullD, 0, want.size()), 2 * floor)
+      << "prefill(66) + 14 decode steps against prefill(80)";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bf16Activations, ModelE2EBf16,
+    ::testing::Values(ModelCase{"k3-tiny", true, true,
+                                "k3-tiny-all-experts-bf16",
+                                "k3-tiny-all-experts"},
+                      ModelCase{"kimi-linear-tiny", true, false,
+                                "kimi-linear-tiny-all-experts-bf16",
+                                "kimi-linear-tiny-all-experts"}),
+    [](const auto &info) {
+      std::string name = info.param.artifactName();
+      for (char &c : name)
+        if (c == '-')
+          c = '_';
+      return name;
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ModelE2E,

@@ -94,10 +94,15 @@ static double toBf16(float f) {
   return out;
 }
 
+void kimi::reference::roundValues(std::vector<double> &values,
+                                  Rounding rounding) {
+  for (double &v : values) {
+    float f = static_cast<float>(v);
+    v = rounding == Rounding::F32 ? double(f) : toBf16(f);
+  }
+}
+
 void kimi::reference::roundWeights(WeightMap &weights, Rounding rounding) {
   for (auto &entry : weights)
-    for (double &v : entry.second.data) {
-      float f = static_cast<float>(v);
-      v = rounding == Rounding::F32 ? double(f) : toBf16(f);
-    }
+    roundValues(entry.second.data, rounding);
 }

@@ -50,13 +50,12 @@ Tensor randomTensor(const WeightSpec &spec, uint64_t seed);
 /// Every weight of `config` (weightSpecs), from `seed`.
 WeightMap randomWeights(const ModelConfig &config, uint64_t seed);
 
-enum class Rounding { F32, BF16 };
-
 /// Rounds every value to the storage type the compiled model reads, so that
 /// the reference and the compiled path see the same numbers: F32 is
 /// round-to-nearest-even; BF16 first rounds to f32, then to bf16 (nearest,
 /// ties to even), as a writer holding f32 values does.
 void roundWeights(WeightMap &weights, Rounding rounding);
+
 
 } // namespace kimi::reference
 

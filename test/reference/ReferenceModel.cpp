@@ -175,15 +175,30 @@ std::vector<double> ReferenceModel::linear(const std::vector<double> &x,
                                            int64_t layer) const {
   const Tensor &W = w(role, layer); // [out, in], nn.Linear layout
   const int64_t out = W.shape[0], in = W.shape[1];
+  const bool round = productRounding_ == Rounding::BF16;
+  // Weights are rounded by the caller; the product's operand here.
+  std::vector<double> rounded;
+  if (round) {
+    rounded = x;
+    roundValues(rounded, Rounding::BF16);
+  }
+  const std::vector<double> &in_ = round ? rounded : x;
   std::vector<double> y(T * out);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0;
       for (int64_t i = 0; i < in; ++i)
-        acc += W.data[o * in + i] * x[t * in + i];
+        acc += W.data[o * in + i] * in_[t * in + i];
       y[t * out + o] = acc;
     }
+  if (round)
+    roundValues(y, Rounding::BF16);
   return y;
+}
+
+void ReferenceModel::roundActivations(std::vector<double> &values) const {
+  if (productRounding_ == Rounding::BF16)
+    roundValues(values, Rounding::BF16);
 }
 
 std::vector<double> ReferenceModel::rmsNormRows(const std::vector<double> &x,
@@ -197,6 +212,7 @@ std::vector<double> ReferenceModel::rmsNormRows(const std::vector<double> &x,
     std::vector<double> row = ops::rmsNorm(&x[t * n], n, W.data.data(), eps);
     std::copy(row.begin(), row.end(), y.begin() + t * n);
   }
+  roundActivations(y);
   return y;
 }
 
@@ -492,9 +508,11 @@ std::vector<double> ReferenceModel::run(const std::vector<int32_t> &tokens,
 
   const int64_t block = config_.attnResBlock;
   std::vector<std::vector<double>> blocks; // sealed AttnRes sources
-  auto add = [](std::vector<double> a, const std::vector<double> &b) {
+  roundActivations(h);
+  auto add = [&](std::vector<double> a, const std::vector<double> &b) {
     for (size_t i = 0; i < a.size(); ++i)
       a[i] += b[i];
+    roundActivations(a);
     return a;
   };
   auto sources = [&](const std::vector<double> &last) {

@@ -99,6 +99,11 @@ struct Trace {
   std::vector<double> routingMargin;
 };
 
+/// A storage type values are rounded to (round to nearest, ties to even).
+enum class Rounding { F32, BF16 };
+/// Rounds values to f32, or to f32 then bf16 (RandomWeights.cpp).
+void roundValues(std::vector<double> &values, Rounding rounding);
+
 class ReferenceModel {
 public:
   /// `weights` must hold every parameter of weightSpecs(config) with its
@@ -123,11 +128,20 @@ public:
                           ModelState &state, Trace *trace = nullptr) const;
 
   ModelState initialState() const;
+  /// Rounds the activations to bf16 (BF16) where a bf16 executable holds
+  /// them (every matrix product's input and output, norm outputs, the
+  /// residual stream), or leaves them exact (F32, the default): what bf16
+  /// activations alone change in the float64 model, a floor for an
+  /// executable that computes with them.
+  void setProductRounding(Rounding rounding) { productRounding_ = rounding; }
   const ModelState &state() const { return state_; }
   const ModelConfig &config() const { return config_; }
   const WeightMap &weights() const { return weights_; }
 
 private:
+  Rounding productRounding_ = Rounding::F32;
+  /// Rounds `values` to bf16 under setProductRounding(BF16).
+  void roundActivations(std::vector<double> &values) const;
   const Tensor &w(WeightRole role, int64_t layer = -1) const;
   std::vector<double> linear(const std::vector<double> &x, int64_t T,
                              WeightRole role, int64_t layer = -1) const;

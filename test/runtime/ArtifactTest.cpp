@@ -295,7 +295,7 @@ TEST(Artifact, SemanticChecksNameWhatAndWhere) {
       {"weight duplicate name", [](ArtifactSpec &a) { a.weights[1].name = a.weights[0].name; },
        "weight 1 'model.embed_tokens.weight': duplicate weight name"},
       {"weight dtype", [](ArtifactSpec &a) { a.weights[0].dtype = DType::kI32; },
-       "compute dtype i32 is not f32, bf16 or f16"},
+       "stored dtype i32 is not f32, bf16, f16, f4e2m1 or f8e8m0"},
       {"weight huge", [](ArtifactSpec &a) { a.weights[0].shape = {1 << 30, 1 << 30, 1 << 30}; },
        "is too large"},
       {"expert rank", [](ArtifactSpec &a) { a.weights[2].shape = {8}; },

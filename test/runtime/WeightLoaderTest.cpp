@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 using namespace kimi::rt;
 
@@ -268,6 +269,19 @@ TEST(WeightLoader, Mxfp4Errors) {
         << error;
   }
   {
+    SafetensorsWriter w; // an E8M0 NaN scale (255)
+    std::vector<uint8_t> nan = {127, 255};
+    w.add("x", StDType::kU8, {2, 16}, packed.data(), 32);
+    w.add("x_scale", StDType::kF8E8M0, {2, 1}, nan.data(), 2);
+    auto l = loaderOf({&w});
+    std::string error;
+    load(*l, spec("x", {2, 32}), &error);
+    EXPECT_NE(error.find("scale tensor 'x_scale' in 'shard0' holds the E8M0 NaN "
+                         "(255) at row 1, block 0"),
+              std::string::npos)
+        << error;
+  }
+  {
     SafetensorsWriter w; // U8 values of the wrong width
     w.add("x", StDType::kU8, {2, 8}, packed.data(), 16);
     w.add("x_scale", StDType::kU8, {2, 1}, scales.data(), 2);
@@ -279,6 +293,66 @@ TEST(WeightLoader, Mxfp4Errors) {
               std::string::npos)
         << error;
   }
+}
+
+/// Weights the artifact holds as MXFP4 (f4e2m1 values, f8e8m0 scales) are
+/// the checkpoint's bytes, copied as they are, per expert or stacked.
+TEST(WeightLoader, Mxfp4HeldAsTheCheckpointBytes) {
+  std::mt19937 rng(std::random_device{}());
+  // Two experts of [2, 64]: 64 packed bytes each, 4 scale bytes each; every
+  // code and scales over the whole finite E8M0 range.
+  std::vector<uint8_t> packed(128), scales(8);
+  for (uint8_t &b : packed)
+    b = static_cast<uint8_t>(rng());
+  for (size_t i = 0; i < scales.size(); ++i)
+    scales[i] = static_cast<uint8_t>(i * 254 / 7);
+  SafetensorsWriter w;
+  for (int e = 0; e < 2; ++e) {
+    const std::string base = "m.experts." + std::to_string(e) + ".w1.weight";
+    w.add(base + "_packed", StDType::kU8, {2, 32}, packed.data() + 64 * e, 64);
+    w.add(base + "_scale", StDType::kF8E8M0, {2, 2}, scales.data() + 4 * e, 4);
+  }
+  auto l = loaderOf({&w});
+  WeightSpec values{"m.experts.{e}.w1.weight", {}, {2, 2, 64}, DType::kF4E2M1, "v"};
+  WeightSpec scaleSpec{"m.experts.{e}.w1.weight_scale", {}, {2, 2, 2},
+                       DType::kF8E8M0, "s"};
+  std::vector<uint8_t> gotValues(128, 0xAA), gotScales(8, 0xAA);
+  Status s = l->load(values, gotValues.data(), gotValues.size());
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(gotValues, packed);
+  s = l->load(scaleSpec, gotScales.data(), gotScales.size());
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(gotScales, scales);
+  // The destination is the packed size: half a byte a value.
+  EXPECT_NE(l->load(values, gotValues.data(), 256).message().find(
+                "destination holds 256 bytes, f4e2m1 [2, 2, 64] needs 128"),
+            std::string::npos);
+
+  // A dense checkpoint for an MXFP4 artifact is refused, saying why.
+  SafetensorsWriter dense;
+  std::vector<float> f(128, 1.0f);
+  dense.addF32("x.weight", {2, 64}, f);
+  auto ld = loaderOf({&dense});
+  WeightSpec x{"x.weight", {}, {2, 64}, DType::kF4E2M1, "x"};
+  std::vector<uint8_t> out(64);
+  std::string error = ld->load(x, out.data(), out.size()).message();
+  EXPECT_NE(error.find("the artifact holds this weight as MXFP4 and needs its "
+                       "packed U8 values [2, 32]"),
+            std::string::npos)
+      << error;
+
+  // The E8M0 NaN byte is refused with the tensor, row and block named.
+  SafetensorsWriter nan;
+  std::vector<uint8_t> bad = {127, 127, 255, 127};
+  nan.add("x.weight_scale", StDType::kU8, {2, 2}, bad.data(), 4);
+  auto ln = loaderOf({&nan});
+  WeightSpec xs{"x.weight_scale", {}, {2, 2}, DType::kF8E8M0, "xs"};
+  std::vector<uint8_t> sOut(4);
+  error = ln->load(xs, sOut.data(), sOut.size()).message();
+  EXPECT_NE(error.find("tensor 'x.weight_scale' in 'shard0' holds the E8M0 NaN "
+                       "(255) at row 1, block 0"),
+            std::string::npos)
+      << error;
 }
 
 TEST(WeightLoader, DuplicateTensorAcrossFilesIsAnError) {
