@@ -3,6 +3,7 @@
 #include "models/checkpoint/ReleasedCheckpoint.h"
 #include "runtime/weights/checkpoint.h"
 #include "runtime/weights/float_convert.h"
+#include "runtime/weights/mxfp4.h"
 #include "runtime/weights/safetensors_writer.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -174,39 +175,11 @@ std::vector<ReleasedTensor> kimi::releasedTensors(const ModelConfig &c) {
 // MXFP4
 //===----------------------------------------------------------------------===//
 
-double kimi::e2m1Value(uint8_t c) {
-  static const double magnitude[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
-  return (c & 8 ? -1.0 : 1.0) * magnitude[c & 7];
-}
+double kimi::e2m1Value(uint8_t c) { return rt::e2m1ToF32(c); }
 
 void kimi::quantizeMxfp4Row(const double *values, int64_t n, uint8_t *packed,
                             uint8_t *scales) {
-  std::memset(packed, 0, static_cast<size_t>(n / 2));
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const double *x = values + b * 32;
-    double amax = 0;
-    for (int i = 0; i < 32; ++i)
-      amax = std::max(amax, std::fabs(x[i]));
-    // OCP MX: shared exponent floor(log2 amax) - emax(E2M1) = ... - 2.
-    int e = amax > 0 ? static_cast<int>(std::floor(std::log2(amax))) - 2 : -127;
-    e = std::clamp(e, -127, 127);
-    scales[b] = static_cast<uint8_t>(e + 127);
-    const double scale = std::ldexp(1.0, e);
-    for (int i = 0; i < 32; ++i) {
-      double v = std::fabs(x[i]) / scale;
-      uint8_t best = 0;
-      for (uint8_t c = 1; c < 8; ++c) {
-        double dc = std::fabs(v - e2m1Value(c)), db = std::fabs(v - e2m1Value(best));
-        // Nearest; a tie goes to the even code (even mantissa).
-        if (dc < db || (dc == db && (c & 1) == 0))
-          best = c;
-      }
-      if (x[i] < 0 && best)
-        best |= 8;
-      int64_t at = b * 32 + i;
-      packed[at / 2] |= static_cast<uint8_t>(at % 2 ? best << 4 : best);
-    }
-  }
+  rt::quantizeMxfp4Row(values, n, packed, scales);
 }
 
 //===----------------------------------------------------------------------===//

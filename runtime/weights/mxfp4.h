@@ -24,6 +24,12 @@ float e8m0ToF32(uint8_t s);
 
 /// Dequantises `rows` rows of `width` values (width % 32 == 0) into `out`
 /// (rows x width floats).
+/// MXFP4 of one row of `n` (a multiple of 32) values: packed codes (low
+/// nibble = even element) and E8M0 scales by OCP's rule (scale
+/// 2^(floor(log2 amax) - 2), codes rounded to nearest, ties to even).
+void quantizeMxfp4Row(const double *values, int64_t n, uint8_t *packed,
+                      uint8_t *scales);
+
 void dequantizeMxfp4(const uint8_t *packed, const uint8_t *scales, int64_t rows,
                      int64_t width, float *out);
 

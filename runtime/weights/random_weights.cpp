@@ -1,6 +1,7 @@
 //===- random_weights.cpp - deterministic random weights ------------------===//
 
 #include "runtime/weights/random_weights.h"
+#include "runtime/weights/mxfp4.h"
 #include "runtime/weights/safetensors_writer.h"
 
 #include <cmath>
@@ -71,8 +72,37 @@ Status writeRandomWeights(const ArtifactSpec &artifact, uint64_t seed,
   SafetensorsWriter writer;
   writer.addMetadata("format", "pt");
   writer.addMetadata("kimi.random_seed", std::to_string(seed));
-  for (const WeightSpec &w : artifact.weights)
-    writer.addF32(w.name, w.shape, randomWeight(w.name, w.shape, seed));
+  for (const WeightSpec &w : artifact.weights) {
+    if (w.dtype == DType::kF8E8M0)
+      continue; // written with its MXFP4 values
+    std::vector<float> values = randomWeight(w.name, w.shape, seed);
+    if (w.dtype != DType::kF4E2M1) {
+      writer.addF32(w.name, w.shape, values);
+      continue;
+    }
+    // An MXFP4 weight: the values quantised as a checkpoint stores them,
+    // packed codes and their `<name>_scale`.
+    const int64_t width = w.shape.back();
+    if (width % kMxBlock)
+      return invalidArgument("weight " + w.name + ": MXFP4 needs a last "
+                             "dimension that is a multiple of 32");
+    const int64_t rows = static_cast<int64_t>(values.size()) / width;
+    std::vector<uint8_t> packed(values.size() / 2),
+        scales(static_cast<size_t>(rows * (width / kMxBlock)));
+    std::vector<double> row(static_cast<size_t>(width));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy(values.begin() + r * width, values.begin() + (r + 1) * width,
+                row.begin());
+      quantizeMxfp4Row(row.data(), width, packed.data() + r * (width / 2),
+                       scales.data() + r * (width / kMxBlock));
+    }
+    std::vector<int64_t> packedShape = w.shape, scaleShape = w.shape;
+    packedShape.back() = width / 2;
+    scaleShape.back() = width / kMxBlock;
+    writer.add(w.name, StDType::kU8, packedShape, packed.data(), packed.size());
+    writer.add(w.name + "_scale", StDType::kU8, scaleShape, scales.data(),
+               scales.size());
+  }
   return writer.write(path);
 }
 
