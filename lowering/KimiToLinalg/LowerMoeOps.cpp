@@ -250,6 +250,19 @@ Mxfp4Table packedTable(OpBuilder &b, Location loc, Value weight, Value scale) {
   return {packedCast.getResult(0), scaleCast.getResult(0)};
 }
 
+/// The gate, up and down tables of an MXFP4 `routed_experts` as bytes, or
+/// none for dense experts.
+SmallVector<Mxfp4Table, 3> mxfp4Tables(OpBuilder &b, Location loc,
+                                       RoutedExpertsOp op) {
+  SmallVector<Mxfp4Table, 3> tables;
+  if (op.getScales().empty())
+    return tables;
+  Value weights[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
+  for (unsigned i = 0; i < 3; ++i)
+    tables.push_back(packedTable(b, loc, weights[i], op.getScales()[i]));
+  return tables;
+}
+
 /// The f32 value of element (e, row, col) of an MXFP4 table: the e2m1 code
 /// (sign, 2-bit exponent with bias 1, 1-bit mantissa) built as f32 bits,
 /// times the block's scale 2^(s - 127) (s = 0 is the subnormal 2^-127).
@@ -529,33 +542,23 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     };
     SmallVector<IT> batched = {IT::parallel, IT::parallel, IT::parallel,
                                IT::reduction};
-    SmallVector<Mxfp4Table, 3> mx;
-    if (!op.getScales().empty()) {
-      Value tables[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
-      for (unsigned i = 0; i < 3; ++i)
-        mx.push_back(packedTable(b, loc, tables[i], op.getScales()[i]));
-    }
-    // MXFP4: each weight is decoded where it is read, (e, n, k) from the
-    // loop indices.
-    auto projectMx = [&](Value input, const Mxfp4Table &t, int64_t out) {
-      return generic(
-          b, loc,
-          filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32, 0.0),
-          {input},
-          {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 1, 2})}, batched,
-          [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-            Value wv = mxfp4Element(nb, l, t, index(nb, l, 0), index(nb, l, 2),
-                                    index(nb, l, 3));
-            return arith::AddFOp::create(nb, l, a[1],
-                                         arith::MulFOp::create(nb, l, a[0], wv));
-          });
-    };
-    auto project = [&](Value input, Value weights, int64_t out) {
-      if (!mx.empty()) {
-        unsigned which = weights == op.getGateProj() ? 0
-                         : weights == op.getUpProj() ? 1 : 2;
-        return projectMx(input, mx[which], out);
-      }
+    SmallVector<Mxfp4Table, 3> mx = mxfp4Tables(b, loc, op);
+    // `which`: 0 gate, 1 up, 2 down. MXFP4 weights are decoded where they
+    // are read, (e, n, k) from the loop indices.
+    auto project = [&](Value input, Value weights, unsigned which,
+                       int64_t out) {
+      if (!mx.empty())
+        return generic(
+            b, loc,
+            filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32,
+                   0.0),
+            {input}, {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 1, 2})},
+            batched, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+              Value wv = mxfp4Element(nb, l, mx[which], index(nb, l, 0),
+                                      index(nb, l, 2), index(nb, l, 3));
+              return arith::AddFOp::create(
+                  nb, l, a[1], arith::MulFOp::create(nb, l, a[0], wv));
+            });
       return generic(
           b, loc,
           filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32, 0.0),
@@ -564,15 +567,15 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
            dimsMap(ctx, 4, {0, 1, 2})},
           batched, mulAdd);
     };
-    Value g = project(sortedRows, op.getGateProj(), I);
-    Value u = project(sortedRows, op.getUpProj(), I);
+    Value g = project(sortedRows, op.getGateProj(), 0, I);
+    Value u = project(sortedRows, op.getUpProj(), 1, I);
     Value h = elementwise(b, loc, typeOf(g), {g, u},
                           [&](OpBuilder &hb, Location hl, ValueRange a) {
                             return isSitu ? situ(hb, hl, a[0], a[1], beta,
                                                  linearBeta)
                                           : siluGlu(hb, hl, a[0], a[1]);
                           });
-    Value y = project(h, op.getDownProj(), W);
+    Value y = project(h, op.getDownProj(), 2, W);
 
     // out[t, d] = sum_j w[t, j] y[ids[t, j], rank[t, j], d] over dispatched
     // slots (the others read row (0, 0), which need not exist, nowhere).
@@ -641,20 +644,14 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     auto index = [](OpBuilder &nb, Location l, unsigned d) -> Value {
       return linalg::IndexOp::create(nb, l, d);
     };
-    SmallVector<Mxfp4Table, 3> mx;
-    if (!op.getScales().empty()) {
-      Value tables[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
-      for (unsigned i = 0; i < 3; ++i)
-        mx.push_back(packedTable(b, loc, tables[i], op.getScales()[i]));
-    }
-    auto expertRow = [&](OpBuilder &nb, Location l, Value table, Value id,
-                         Value row, Value col) -> Value {
+    SmallVector<Mxfp4Table, 3> mx = mxfp4Tables(b, loc, op);
+    // `which`: 0 gate, 1 up, 2 down (the MXFP4 table to decode).
+    auto expertRow = [&](OpBuilder &nb, Location l, Value table,
+                         unsigned which, Value id, Value row,
+                         Value col) -> Value {
       Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), id);
-      if (!mx.empty()) {
-        unsigned which = table == op.getGateProj() ? 0
-                         : table == op.getUpProj() ? 1 : 2;
+      if (!mx.empty())
         return mxfp4Element(nb, l, mx[which], e, row, col);
-      }
       return toF32(nb, l,
                    tensor::ExtractOp::create(nb, l, table,
                                              ValueRange{e, row, col}));
@@ -671,8 +668,8 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
         [&](OpBuilder &nb, Location l, ValueRange a) {
           Value i = index(nb, l, 2), w = index(nb, l, 3);
           Value x = toF32(nb, l, a[1]);
-          Value wg = expertRow(nb, l, op.getGateProj(), a[0], i, w);
-          Value wu = expertRow(nb, l, op.getUpProj(), a[0], i, w);
+          Value wg = expertRow(nb, l, op.getGateProj(), 0, a[0], i, w);
+          Value wu = expertRow(nb, l, op.getUpProj(), 1, a[0], i, w);
           Value g = arith::AddFOp::create(nb, l, a[2],
                                           arith::MulFOp::create(nb, l, wg, x));
           Value u = arith::AddFOp::create(nb, l, a[3],
@@ -697,7 +694,7 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
             ArrayRef<IT>{IT::parallel, IT::parallel, IT::parallel,
                          IT::reduction},
             [&](OpBuilder &nb, Location l, ValueRange a) {
-              Value wd = expertRow(nb, l, op.getDownProj(), a[0],
+              Value wd = expertRow(nb, l, op.getDownProj(), 2, a[0],
                                    index(nb, l, 2), index(nb, l, 3));
               linalg::YieldOp::create(
                   nb, l,

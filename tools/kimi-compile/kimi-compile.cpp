@@ -462,31 +462,26 @@ int main(int argc, char **argv) {
   options.activations = activations.getValue();
   options.weights = weights.getValue();
   options.mxfp4Experts = expertsMxfp4;
-  if (cpu) {
-    // The CPU computes in f32 unless bf16 is asked for (its f32 arithmetic
-    // is the faster one there); the GPU kernels read f32 only today.
-    if (!activations.getNumOccurrences())
-      options.activations = NumericType::F32;
-    if (gpu && !weights.getNumOccurrences())
-      options.weights = NumericType::F32;
-    const char *name = gpu ? "sm_90a" : "cpu";
-    if (gpu && options.activations != NumericType::F32)
+  // The CPU computes in f32 unless bf16 is asked for (its f32 arithmetic is
+  // the faster one there).
+  if (cpu && !activations.getNumOccurrences())
+    options.activations = NumericType::F32;
+  if (gpu) {
+    // The GPU kernels read f32 activations and weights, and dense experts
+    // (into which the runtime dequantises an MXFP4 checkpoint at load).
+    if (options.activations != NumericType::F32)
       return fail("--activations bf16: the sm_90a target's kernels compute "
                   "on f32 activations only (use --activations f32, or "
                   "--target cpu)");
-    if (gpu && options.weights != NumericType::F32)
+    if (weights.getNumOccurrences() && options.weights != NumericType::F32)
       return fail("--weights bf16: the sm_90a target's kernels read f32 "
                   "weights only (use --weights f32, or --target cpu)");
-    // The CPU's expert loops read MXFP4 bytes; the GPU's expert kernels read
-    // dense weights, into which the runtime dequantises an MXFP4 checkpoint
-    // at load.
-    if (gpu && mxfp4Experts.getNumOccurrences() && mxfp4Experts)
-      return fail(std::string("--mxfp4-experts: the ") + name +
-                  " target's expert kernels read dense weights only; the "
-                  "runtime dequantises an MXFP4 checkpoint into them at load "
-                  "(leave --mxfp4-experts out)");
-    if (gpu)
-      options.mxfp4Experts = false;
+    if (mxfp4Experts.getNumOccurrences() && mxfp4Experts)
+      return fail("--mxfp4-experts: the sm_90a target's expert kernels read "
+                  "dense weights only; the runtime dequantises an MXFP4 "
+                  "checkpoint into them at load (leave --mxfp4-experts out)");
+    options.weights = NumericType::F32;
+    options.mxfp4Experts = false;
   }
   // Data-parallel groups: the outer grid axis under --strategy dp.
   int64_t dataParallel = 1;
