@@ -20,13 +20,17 @@
 //  * the batch-1 HBM floor: bytes a decode step must read (every weight
 //    except the embedding table, k of E routed experts, the recurrent
 //    states and C cache rows, in the artifact's stored types) over the
-//    device-to-device copy rate measured in the same run (GPU targets).
+//    device-to-device copy rate measured in the same run (GPU targets),
+//    and the same with the routed experts at the release's MXFP4 (the
+//    floor of the model as shipped, whatever this artifact stores); the
+//    manifest's weight bytes by type next to what the device holds.
 // Numbers and commands are kept in docs/perf/model.md.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/artifact/reader.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/gpu_model_executable.h"
 #include "runtime/session/executable.h"
 #include "runtime/session/session.h"
 #include "runtime/weights/json.h"
@@ -39,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <map>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -83,10 +88,24 @@ struct Loaded {
   std::shared_ptr<Executable> exe;
 };
 
-Loaded load(const std::string &path, long seed) {
+/// The artifact at `path` with random weights for `seed`: written to a host
+/// file and loaded, or with `onDevice` (GPU models) generated on the device,
+/// the same values without the file.
+Loaded load(const std::string &path, long seed, bool onDevice) {
   Loaded l;
   l.artifact = std::make_shared<const ArtifactSpec>(
       orDie(ArtifactReader::readFile(path), path.c_str()));
+  if (onDevice) {
+    if (l.artifact->target.name != "sm_90a")
+      die(path + ": --device-random-weights needs a GPU model (target " +
+          l.artifact->target.name + ")");
+    std::fprintf(stderr, "kimi-bench-model: generating %zu weights of %s on "
+                         "the device\n", l.artifact->weights.size(), path.c_str());
+    l.exe = orDie(GpuModelExecutable::createWithRandomWeights(l.artifact,
+                                                              uint64_t(seed)),
+                  path.c_str());
+    return l;
+  }
   char tmp[] = "/tmp/kimi-bench-weights-XXXXXX";
   int fd = mkstemp(tmp);
   close(fd);
@@ -110,16 +129,23 @@ int64_t configInt(const ArtifactSpec &a, const char *key, int64_t fallback) {
   return v && v->isUint64 ? static_cast<int64_t>(v->uint64) : fallback;
 }
 
-/// Bytes one batch-1 decode step reads at context `context`.
-double decodeBytes(const ArtifactSpec &a, int64_t context) {
+/// Bytes one batch-1 decode step reads at context `context`, each weight at
+/// its stored type, or with `mxfp4Experts` the routed experts at the
+/// release's MXFP4 (17/32 of a byte a value: half a byte and an E8M0 scale
+/// per 32) whatever the artifact stores.
+double decodeBytes(const ArtifactSpec &a, int64_t context,
+                   bool mxfp4Experts = false) {
   const double experts = configInt(a, "num_experts", 0);
   const double topK = configInt(a, "num_experts_per_token", 0);
   double bytes = 0;
   for (const WeightSpec &w : a.weights) {
-    double b = double(w.blockNumel()) * dtypeSize(w.dtype);
+    const bool expert = w.name.find(".experts.") != std::string::npos;
+    double b = double(storedBytes(w.dtype, w.blockNumel()));
+    if (expert && mxfp4Experts)
+      b = w.dtype == DType::kF8E8M0 ? 0 : double(w.blockNumel()) * 17.0 / 32.0;
     if (w.name.find("embed_tokens") != std::string::npos)
       b = b / double(w.shape[0]); // one row
-    else if (w.name.find(".experts.") != std::string::npos && experts > 0)
+    else if (expert && experts > 0)
       b *= topK / experts;
     bytes += b;
   }
@@ -195,7 +221,13 @@ int main(int argc, char **argv) {
                  "[--prefill-tokens N] [--decode-steps N] [--context C] "
                  "[--repeats R] [--warmup W] [--seed S] "
                  "[--prefill-logits last|all] [--profile] "
-                 "[--cuda-profiler-step N]\n"
+                 "[--cuda-profiler-step N] [--device-random-weights]\n"
+                 "  --device-random-weights  GPU models: generate the random "
+                 "weights on the\n"
+                 "             device (the same values; no host file: for "
+                 "shapes too large\n"
+                 "             for one), and release the batch-1 model "
+                 "before the batched one\n"
                  "  --repeats  timed rounds of prefill and decode (median; "
                  "default 3)\n"
                  "  --warmup   untimed rounds before them (default 1): the "
@@ -219,12 +251,16 @@ int main(int argc, char **argv) {
   std::string model = argv[1], batchModel;
   long prefillTokens = 8192, decodeSteps = 32, context = 1024, repeats = 3,
        warmup = 1, seed = 1, profileRows = 40, profilerStep = -1;
-  bool profile = false;
+  bool profile = false, deviceWeights = false;
   PrefillLogits prefillLogits = PrefillLogits::kLast;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--profile") {
       profile = true;
+      continue;
+    }
+    if (a == "--device-random-weights") {
+      deviceWeights = true;
       continue;
     }
     if (i + 1 >= argc)
@@ -257,7 +293,7 @@ int main(int argc, char **argv) {
   if (warmup < 0 || profileRows < 1)
     die("--warmup must be >= 0 and --profile-rows >= 1");
 
-  Loaded m = load(model, seed);
+  Loaded m = load(model, seed, deviceWeights);
   const ArtifactSpec &a = *m.artifact;
   if (profile)
     m.exe->setProfiling(true);
@@ -307,11 +343,23 @@ int main(int argc, char **argv) {
     decodeS.push_back(seconds(t1, t2) / double(decodeSteps));
   }
 
+  // What the report needs of the batch-1 model; with device weights it is
+  // released before the batched one loads (both may not fit at once).
+  const std::string deviceName = m.exe->deviceName();
+  const int64_t weightBytes = m.exe->weightBytes();
+  int64_t weightDeviceBytes = -1;
+  if (auto *gpu = dynamic_cast<const GpuModelExecutable *>(m.exe.get()))
+    weightDeviceBytes = gpu->weightDeviceBytes();
+  if (deviceWeights) {
+    session.reset();
+    m.exe.reset();
+  }
+
   // Batched decode: a session restored from random states and caches.
   long batch = 0;
   std::vector<double> batchS;
   if (!batchModel.empty()) {
-    Loaded bm = load(batchModel, seed);
+    Loaded bm = load(batchModel, seed, deviceWeights);
     if (profile)
       bm.exe->setProfiling(true);
     const EntrySpec *d = bm.artifact->findEntry("decode");
@@ -353,11 +401,34 @@ int main(int argc, char **argv) {
   const double rate = a.target.name == "cpu" ? 0 : copyRate();
   const int64_t floorContext = prefillTokens + decodeSteps / 2;
   const double bytes = decodeBytes(a, floorContext);
+  const double mxfp4Bytes = decodeBytes(a, floorContext, /*mxfp4Experts=*/true);
+  // The manifest's bytes by stored type: what the floor counts, and what
+  // the device should hold (weight_bytes, measured by the executable).
+  std::map<std::string, int64_t> byType;
+  int64_t manifestBytes = 0;
+  for (const WeightSpec &w : a.weights) {
+    const int64_t n = storedBytes(w.dtype, w.blockNumel());
+    byType[dtypeName(w.dtype)] += n;
+    manifestBytes += n;
+  }
   const double p = median(prefillS), d = median(decodeS);
   std::printf("{\n  \"model\": \"%s\",\n  \"target\": \"%s\",\n"
-              "  \"device\": \"%s\",\n  \"weight_bytes\": %lld,\n",
+              "  \"device\": \"%s\",\n  \"weight_bytes\": %lld,\n"
+              "  \"manifest_weight_bytes\": %lld,\n",
               a.model.modelType.c_str(), a.target.name.c_str(),
-              m.exe->deviceName().c_str(), (long long)m.exe->weightBytes());
+              deviceName.c_str(), (long long)weightBytes,
+              (long long)manifestBytes);
+  // GPU models: the device memory the uploads took, by the driver.
+  if (weightDeviceBytes >= 0)
+    std::printf("  \"weight_device_bytes_measured\": %lld,\n",
+                (long long)weightDeviceBytes);
+  std::printf("  \"random_weights\": \"%s\",\n",
+              deviceWeights ? "generated on the device" : "host file");
+  std::printf("  \"weight_bytes_by_type\": {");
+  for (auto it = byType.begin(); it != byType.end(); ++it)
+    std::printf("%s\"%s\": %lld", it == byType.begin() ? "" : ", ",
+                it->first.c_str(), (long long)it->second);
+  std::printf("},\n");
   std::printf("  \"prefill\": {\"tokens\": %ld, \"logits\": \"%s\", "
               "\"ms_median\": %.3f, \"tokens_per_s\": %.1f},\n",
               prefillTokens,
@@ -395,10 +466,15 @@ int main(int argc, char **argv) {
   }
   std::printf("\n  ],\n  \"hbm_floor_batch1\": {\"context\": %lld, "
               "\"bytes_per_step\": %.0f, \"copy_gbps\": %.1f, \"floor_ms\": %.4f, "
-              "\"measured_over_floor\": %.2f},\n",
+              "\"measured_over_floor\": %.2f, \"types\": \"stored\", "
+              "\"bytes_per_step_mxfp4_experts\": %.0f, "
+              "\"floor_ms_mxfp4_experts\": %.4f, "
+              "\"measured_over_floor_mxfp4_experts\": %.2f},\n",
               (long long)floorContext, bytes, rate * 1e-9,
               rate > 0 ? bytes / rate * 1e3 : 0.0,
-              rate > 0 ? d / (bytes / rate) : 0.0);
+              rate > 0 ? d / (bytes / rate) : 0.0, mxfp4Bytes,
+              rate > 0 ? mxfp4Bytes / rate * 1e3 : 0.0,
+              rate > 0 ? d / (mxfp4Bytes / rate) : 0.0);
   std::printf("  \"repeats\": %ld,\n  \"warmup\": %ld\n}\n", repeats, warmup);
   return 0;
 }

@@ -14,7 +14,7 @@ build=${KIMI_BUILD_DIR:-$root/build}
 out=$root/gpucheck
 cmake --build "$build" -j "$(nproc)" --target kimi-compile kimi-bench-model \
   kimi-gpu-model-tests kimi-gpu-blas-tests kimi-gpu-kernel-tests kimi-run \
-  kimi-runtime-cuda-tests kimi-k3-tiny-gpu-artifacts kimi-k3-mini-gpu-artifacts \
+  kimi-runtime-cuda-tests kimi-k3-tiny-gpu-artifacts kimi-k3-tiny-f32-gpu-artifacts kimi-k3-mini-gpu-artifacts \
   kimi-k3-tiny-kda-gpu-artifacts kimi-mla-gpu-artifacts
 mkdir -p "$out/models" "$out/kda" "$out/attn_res"
 cp "$build/bin/kimi-bench-model" "$build/bin/kimi-run" "$out/"

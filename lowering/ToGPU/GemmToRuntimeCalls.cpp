@@ -9,6 +9,7 @@
 #include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
@@ -107,10 +108,14 @@ std::optional<Contraction> asGemm(linalg::LinalgOp op) {
       --unitLoops; // a unit m/n/k loop is still the product's dimension
   if (op.getNumLoops() != used + unitLoops)
     return std::nullopt;
+  // f32 products; an input may be bf16 (a weight at its stored type: the
+  // GEMV kernel reads it as it is, cuBLASLt products widen it first).
   for (OpOperand &operand : op->getOpOperands()) {
     auto type = dyn_cast<MemRefType>(operand.get().getType());
-    if (!type || !type.getElementType().isF32() ||
-        !op.getMatchingIndexingMap(&operand).isProjectedPermutation())
+    if (!type || !op.getMatchingIndexingMap(&operand).isProjectedPermutation())
+      return std::nullopt;
+    Type element = type.getElementType();
+    if (!element.isF32() && !(element.isBF16() && op.isDpsInput(&operand)))
       return std::nullopt;
   }
   Contraction c{dims->m[0], dims->n[0], dims->k[0], std::nullopt};
@@ -525,7 +530,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
                 staticOffset(cand.op.getDpsInputs()[0]) ||
             a.m != b.m || a.n != b.n || a.k != b.k || a.lda != b.lda ||
             a.ldb != b.ldb || a.ldc != b.ldc || a.rowsPerWarp != b.rowsPerWarp ||
-            a.accumulate != b.accumulate || b.weights != 1 || b.epilogue ||
+            a.accumulate != b.accumulate || a.bf16Weights != b.bf16Weights ||
+            b.weights != 1 || b.epilogue ||
             a.batch != 1 || b.batch != 1)
           continue;
       }
@@ -844,6 +850,13 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     if (!unit(sa[c.k], spec.k) || !unit(sb[c.k], spec.k) ||
         !unit(sc[c.n], spec.n))
       return std::nullopt;
+    // A (the activation) is f32; B may be a bf16 weight.
+    auto elementOf = [&](Value v) {
+      return cast<MemRefType>(v.getType()).getElementType();
+    };
+    if (!elementOf(op.getDpsInputs()[0]).isF32())
+      return std::nullopt;
+    spec.bf16Weights = elementOf(op.getDpsInputs()[1]).isBF16();
     spec.lda = spec.m == 1 ? 0 : sa[c.m];
     spec.ldb = spec.n == 1 ? 0 : sb[c.n];
     spec.ldc = spec.m == 1 ? 0 : sc[c.m];
@@ -886,7 +899,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         });
     OpBuilder b(first);
     // Each buffer as a flat view from its first element (its static offset
-    // kept), cast to the kernel's memref<?xf32, strided<[1], offset: ?>>.
+    // kept), cast to the kernel's memref<?xT, strided<[1], offset: ?>>.
     auto flat = [&](Value buffer) -> Value {
       auto type = cast<MemRefType>(buffer.getType());
       SmallVector<int64_t> strides;
@@ -900,9 +913,10 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
           MemRefType::get({extent}, type.getElementType(),
                           StridedLayoutAttr::get(&getContext(), offset, {1})),
           buffer, offset, ArrayRef<int64_t>{extent}, ArrayRef<int64_t>{1});
-      return memref::CastOp::create(b, loc,
-                                    kimi::gpu::gemvBufferType(&getContext()),
-                                    view);
+      return memref::CastOp::create(
+          b, loc,
+          kimi::gpu::gemvBufferType(&getContext(), type.getElementType()),
+          view);
     };
     SmallVector<Value> args{flat(first.getDpsInputs()[0])};
     for (const GemvCandidate &g : group) {
@@ -932,10 +946,41 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     }
   }
 
+  /// `buffer` as f32: itself, or a new buffer of its shape that a generic
+  /// fills with its values widened (a bf16 weight before a cuBLASLt
+  /// product of f32 activations: exact, and freed after the product).
+  static Value widenToF32(OpBuilder &b, Location loc, Value buffer,
+                          SmallVector<Value> &temporaries) {
+    auto type = cast<MemRefType>(buffer.getType());
+    if (type.getElementType().isF32())
+      return buffer;
+    SmallVector<Value> dynamic;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        dynamic.push_back(memref::DimOp::create(b, loc, buffer, d));
+    auto wide = memref::AllocOp::create(
+        b, loc, MemRefType::get(type.getShape(), b.getF32Type()), dynamic);
+    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    linalg::GenericOp::create(
+        b, loc, ValueRange{buffer}, ValueRange{wide.getResult()},
+        ArrayRef<AffineMap>{id, id},
+        SmallVector<utils::IteratorType>(type.getRank(),
+                                         utils::IteratorType::parallel),
+        [](OpBuilder &nb, Location nl, ValueRange args) {
+          Value v = arith::ExtFOp::create(nb, nl, nb.getF32Type(), args[0]);
+          linalg::YieldOp::create(nb, nl, v);
+        });
+    temporaries.push_back(wide);
+    return wide;
+  }
+
   void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c,
                linalg::FillOp fill) {
     Location loc = op.getLoc();
     b.setInsertionPoint(op);
+    SmallVector<Value> temporaries;
+    Value inA = widenToF32(b, loc, op.getDpsInputs()[0], temporaries);
+    Value inB = widenToF32(b, loc, op.getDpsInputs()[1], temporaries);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value four = arith::ConstantIndexOp::create(b, loc, 4);
     // (address, stride per loop dim) of one operand.
@@ -951,8 +996,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     };
     auto maps = op.getIndexingMapsArray();
     SmallVector<Value> sa, sb, sc;
-    Value a = describe(op.getDpsInputs()[0], maps[0], sa);
-    Value bAddr = describe(op.getDpsInputs()[1], maps[1], sb);
+    Value a = describe(inA, maps[0], sa);
+    Value bAddr = describe(inB, maps[1], sb);
     Value out = describe(op.getDpsInits()[0], maps[2], sc);
     SmallVector<Range> ranges =
         cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
@@ -985,6 +1030,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
                                sc[c.n],   batchStride(sc),      prec,
                                flagsValue};
     func::CallOp::create(b, loc, kGemm, TypeRange{}, args);
+    for (Value t : temporaries)
+      memref::DeallocOp::create(b, loc, t);
     op->erase();
   }
 };

@@ -30,6 +30,7 @@ std::string GemvKernelSpec::key() const {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
          "_" + std::to_string(lda) + "_" + std::to_string(ldb) + "_" +
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
+         (bf16Weights ? "_bf16" : "") +
          (accumulate ? "_acc" : "") + (weights == 2 ? "_x2" : "") +
          (batch > 1 ? "_b" + std::to_string(batch) + "x" +
                           std::to_string(batchA) + "x" +
@@ -145,9 +146,9 @@ LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec, std::string &why)
   return success(why.empty());
 }
 
-MemRefType gemvBufferType(MLIRContext *ctx) {
+MemRefType gemvBufferType(MLIRContext *ctx, Type element) {
   return MemRefType::get(
-      {ShapedType::kDynamic}, Float32Type::get(ctx),
+      {ShapedType::kDynamic}, element ? element : Float32Type::get(ctx),
       StridedLayoutAttr::get(ctx, ShapedType::kDynamic, {1}));
 }
 
@@ -161,11 +162,19 @@ SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
   Value zeroVec = arith::ConstantOp::create(
       b, loc, vec, DenseElementsAttr::get(vec, b.getF32FloatAttr(0)));
   Value laneK = e.mul(e.laneId(), e.idx(4));
-  // Bases are multiples of 4 floats (checked by the callers), so every
-  // piece is 16-byte aligned.
+  // Bases are multiples of 4 elements (checked by the callers), so every
+  // piece is aligned to its size: 16 bytes of f32, 8 of bf16 (widened to
+  // f32 in registers: a bf16 weight is read at its own size).
   auto load = [&](Value buf, Value index) -> Value {
-    return vector::LoadOp::create(b, loc, vec, buf, ValueRange{index}, false,
-                                  llvm::MaybeAlign(16));
+    Type element = cast<MemRefType>(buf.getType()).getElementType();
+    if (element.isF32())
+      return vector::LoadOp::create(b, loc, vec, buf, ValueRange{index}, false,
+                                    llvm::MaybeAlign(16));
+    auto narrow = VectorType::get({4}, element);
+    Value v = vector::LoadOp::create(
+        b, loc, narrow, buf, ValueRange{index}, false,
+        llvm::MaybeAlign(4 * element.getIntOrFloatBitWidth() / 8));
+    return arith::ExtFOp::create(b, loc, vec, v);
   };
   // The distinct weight rows, in order of first use.
   SmallVector<std::pair<Value, Value>> distinct;
@@ -261,16 +270,21 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
                                     const GemvGroupSpec &group) {
   const GemvKernelSpec &shared = group.products.front();
   const int64_t M = shared.m, K = shared.k, R = shared.rowsPerWarp;
-  int64_t maxW = 1, args = 1;
-  for (const GemvKernelSpec &p : group.products) {
+  int64_t maxW = 1;
+  for (const GemvKernelSpec &p : group.products)
     maxW = std::max(maxW, p.weights);
-    args += p.bufferArgs();
-  }
   // Warp w takes row group w / S of its block and k share w % S.
   const int64_t S = group.kSplit, share = K / S,
                 groupsPerBlock = kGemvWarps / S;
+  // A, then each product's buffers: its weights at their type, the rest f32.
   MemRefType buffer = gemvBufferType(b.getContext());
-  GPUFuncOpAndEmitter k(b, loc, module, name, SmallVector<Type>(args, buffer),
+  SmallVector<Type> argTypes{buffer};
+  for (const GemvKernelSpec &p : group.products)
+    for (int64_t i = 0; i < p.bufferArgs(); ++i)
+      argTypes.push_back(i < 2 * p.weights && i % 2 == 0 && p.bf16Weights
+                             ? gemvBufferType(b.getContext(), b.getBF16Type())
+                             : buffer);
+  GPUFuncOpAndEmitter k(b, loc, module, name, argTypes,
                         {static_cast<int32_t>(kGemvThreads), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();

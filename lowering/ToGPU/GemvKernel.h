@@ -57,6 +57,9 @@ struct GemvKernelSpec {
   int64_t m = 1, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t rowsPerWarp = 2;
+  /// B's element type: f32, or bf16 (read at 2 bytes, widened in
+  /// registers; A, C and the epilogue's buffers stay f32).
+  bool bf16Weights = false;
   /// C += A B^T (the product accumulates onto C); else C = A B^T.
   bool accumulate = false;
   /// Weights read against A (1, or 2: a pair such as an MLP's gate and up,
@@ -120,8 +123,10 @@ llvm::LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec,
 llvm::LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group,
                                         std::string &why);
 
-/// The argument type of each buffer: memref<?xf32, strided<[1], offset: ?>>.
-mlir::MemRefType gemvBufferType(mlir::MLIRContext *ctx);
+/// The argument type of a buffer: memref<?xT, strided<[1], offset: ?>>,
+/// T = `element` (f32 when null; weights may be bf16).
+mlir::MemRefType gemvBufferType(mlir::MLIRContext *ctx,
+                                mlir::Type element = {});
 
 /// One dot product of a warp's share: `buffer[base + k]` times vector
 /// `vector` of the list, for k in [0, K).

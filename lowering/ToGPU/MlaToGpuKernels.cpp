@@ -244,10 +244,13 @@ struct KimiGpuMlaKernels
     auto isF32 = [](Value v) {
       return !v || cast<RankedTensorType>(v.getType()).getElementType().isF32();
     };
+    // The weight is read by the absorption and expansion products (linalg,
+    // then GEMV kernels or cuBLASLt), which take it at its stored type.
+    Type weight = cast<RankedTensorType>(op.getKvBProj().getType()).getElementType();
     if (!isF32(op.getQ()) || !isF32(op.getCache()) || !isF32(op.getGate()) ||
-        !isF32(op.getKvBProj()) || !outType.getElementType().isF32())
-      why = "the decode kernels read f32 queries, cache, weights and gate and "
-            "write f32";
+        !(weight.isF32() || weight.isBF16()) || !outType.getElementType().isF32())
+      why = "the decode kernels read f32 queries, cache and gate, an f32 or "
+            "bf16 weight, and write f32";
     else if (ShapedType::isDynamic(shape.heads) ||
              qType.isDynamicDim(3) || cacheType.isDynamicDim(2))
       why = "heads and head widths must be static";

@@ -4,8 +4,8 @@
 //
 // A decode step's routed experts read each selected expert's three
 // matrices once: the step's cost is those bytes. Both kernels are built on
-// the GEMV core (emitWarpDotPartials: 16-byte loads, a group of chunks in
-// flight per lane):
+// the GEMV core (emitWarpDotPartials: 16-byte loads of f32 experts, 8-byte
+// of bf16, a group of chunks in flight per lane):
 //   gate_up  block row y = a (token, slot) pair s; each warp takes a row i
 //            of the slot's expert and dots both gate[e, i] and up[e, i]
 //            with z[t], then stores h[s, i] = act(g, u);
@@ -60,6 +60,13 @@ struct RoutedExpertsSpec {
   bool situ = false;
   double beta = 0, linearBeta = 0;
   unsigned idBits = 32;
+  /// The experts' stored type: f32 or bf16 (read at its size, widened in
+  /// registers).
+  bool bf16Weights = false;
+
+  Type weightType(OpBuilder &b) const {
+    return bf16Weights ? Type(b.getBF16Type()) : Type(b.getF32Type());
+  }
 
   /// Slots each warp of the down kernel reads.
   int64_t slotsPerWarp() const { return (topK + kWarps - 1) / kWarps; }
@@ -68,7 +75,7 @@ struct RoutedExpertsSpec {
     llvm::raw_string_ostream os(s);
     os << tokens << "x" << topK << "_" << experts << "x" << inner << "x" << width
        << "_" << (situ ? "situ" : "silu") << "_" << beta << "_" << linearBeta
-       << "_i" << idBits;
+       << "_i" << idBits << (bf16Weights ? "_bf16" : "");
     return s;
   }
 };
@@ -93,8 +100,8 @@ mlir::gpu::GPUFuncOp emitGateUpKernel(OpBuilder &b, Location loc,
   Type f32 = b.getF32Type();
   SmallVector<Type> args = {kimi::gpu::flatMemRef(f32, T * W),
                             kimi::gpu::flatMemRef(b.getIntegerType(s.idBits), T * K),
-                            kimi::gpu::flatMemRef(f32, E * I * W),
-                            kimi::gpu::flatMemRef(f32, E * I * W),
+                            kimi::gpu::flatMemRef(s.weightType(b), E * I * W),
+                            kimi::gpu::flatMemRef(s.weightType(b), E * I * W),
                             kimi::gpu::flatMemRef(f32, T * K * I)};
   kimi::gpu::GPUFuncOpAndEmitter k(b, loc, module, name, args,
                                    {static_cast<int32_t>(kThreads), 1, 1});
@@ -150,7 +157,7 @@ mlir::gpu::GPUFuncOp emitDownKernel(OpBuilder &b, Location loc,
   SmallVector<Type> args = {kimi::gpu::flatMemRef(f32, T * K * I),
                             kimi::gpu::flatMemRef(b.getIntegerType(s.idBits), T * K),
                             kimi::gpu::flatMemRef(f32, T * K),
-                            kimi::gpu::flatMemRef(f32, E * W * I),
+                            kimi::gpu::flatMemRef(s.weightType(b), E * W * I),
                             kimi::gpu::flatMemRef(f32, T * W)};
   kimi::gpu::GPUFuncOpAndEmitter k(b, loc, module, name, args,
                                    {static_cast<int32_t>(kThreads), 1, 1});
@@ -245,22 +252,24 @@ struct KimiGpuRoutedExpertsKernels
       s.linearBeta = op.getLinearBetaAttr().getValueAsDouble();
     }
     s.idBits = op.getIndices().getType().getElementType().getIntOrFloatBitWidth();
-    auto isF32 = [](Value v) {
-      return cast<ShapedType>(v.getType()).getElementType().isF32();
+    auto elementOf = [](Value v) {
+      return cast<ShapedType>(v.getType()).getElementType();
     };
+    auto isF32 = [&](Value v) { return elementOf(v).isF32(); };
+    Type stored = elementOf(op.getGateProj());
+    s.bf16Weights = stored.isBF16();
     if (!op.getScales().empty())
       why = "MXFP4 experts (scale operands) are not read by the kernels";
     else if (!gType.hasStaticShape() || !dType.hasStaticShape())
       why = "the expert weights must have static shapes";
-    else if (!isF32(op.getGateProj()) || !isF32(op.getUpProj()) ||
-             !isF32(op.getDownProj()))
-      why = "the expert weights must be f32 (the GPU model's weight type)";
+    else if (!(stored.isF32() || stored.isBF16())) // the op: one type for all
+      why = "the expert weights must be f32 or bf16";
     else if (!isF32(op.getX()) || !isF32(op.getOut()))
       why = "the tokens and the result must be f32";
     else if (s.width % 4 != 0 || s.inner % 4 != 0)
       why = "the hidden width " + std::to_string(s.width) + " and the inner "
             "size " + std::to_string(s.inner) +
-            " must be multiples of 4 (16-byte loads)";
+            " must be multiples of 4 (4-element loads)";
     else if (s.tokens * s.topK > kMaxGridY)
       why = std::to_string(s.tokens * s.topK) +
             " (token, slot) pairs exceed the grid's " + std::to_string(kMaxGridY);

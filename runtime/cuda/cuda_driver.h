@@ -50,6 +50,7 @@ inline constexpr const char *kCudaDriverLibrary = "libcuda.so.1";
   X(cuMemAlloc, cuda::CUresult (*)(cuda::CUdeviceptr *, size_t),               \
     "cuMemAlloc_v2")                                                           \
   X(cuMemFree, cuda::CUresult (*)(cuda::CUdeviceptr), "cuMemFree_v2")          \
+  X(cuMemGetInfo, cuda::CUresult (*)(size_t *, size_t *), "cuMemGetInfo_v2")   \
   X(cuMemcpyHtoD,                                                              \
     cuda::CUresult (*)(cuda::CUdeviceptr, const void *, size_t),               \
     "cuMemcpyHtoD_v2")                                                         \

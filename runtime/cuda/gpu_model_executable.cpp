@@ -1,6 +1,7 @@
 //===- gpu_model_executable.cpp - A GPU model artifact ready to run -------===//
 
 #include "runtime/cuda/gpu_model_executable.h"
+#include "runtime/cuda/device_random.h"
 #include "runtime/cuda/segment_copy.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/artifact/validate.h"
@@ -447,6 +448,20 @@ StatusOr<std::shared_ptr<GpuModelExecutable>>
 GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
                            const WeightLoader &weights, int device,
                            Communicator *comm) {
+  return createImpl(std::move(artifact), &weights, nullptr, device, comm);
+}
+
+StatusOr<std::shared_ptr<GpuModelExecutable>>
+GpuModelExecutable::createWithRandomWeights(
+    std::shared_ptr<const ArtifactSpec> artifact, uint64_t seed, int device) {
+  return createImpl(std::move(artifact), nullptr, &seed, device, nullptr);
+}
+
+StatusOr<std::shared_ptr<GpuModelExecutable>>
+GpuModelExecutable::createImpl(std::shared_ptr<const ArtifactSpec> artifact,
+                               const WeightLoader *weights,
+                               const uint64_t *randomSeed, int device,
+                               Communicator *comm) {
   if (!artifact)
     return invalidArgument("GPU executable: null artifact");
   const ArtifactSpec &a = *artifact;
@@ -585,21 +600,49 @@ GpuModelExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
                        " entries for " + std::to_string(a.weights.size()) +
                        " weights");
   auto *weightTable = static_cast<cuda::CUdeviceptr *>(tableAddress);
+  // The driver's free memory around the uploads: what the weights really
+  // take on the device (the manifest's bytes plus allocation granularity),
+  // reported so that benchmarks can show no hidden copy is made.
+  const CudaDriver &driver = exe->device_->driver();
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  const bool measured = driver.cuMemGetInfo &&
+                        driver.cuMemGetInfo(&freeBefore, &total) == 0;
+  std::unique_ptr<DeviceRandomFill> random;
+  if (randomSeed) {
+    if (a.target.numRanks != 1)
+      return invalidArgument("random weights on the device: the artifact is "
+                             "partitioned over " +
+                             std::to_string(a.target.numRanks) +
+                             " ranks (one rank only)");
+    KIMI_ASSIGN_OR_RETURN(random, DeviceRandomFill::load(*exe->device_));
+  }
   std::vector<uint8_t> staging;
   for (size_t i = 0; i < a.weights.size(); ++i) {
     const WeightSpec &w = a.weights[i];
-    const size_t bytes = static_cast<size_t>(w.blockNumel()) * dtypeSize(w.dtype);
-    staging.resize(bytes);
-    Status loaded = weights.loadBlock(w, rank, staging.data(), bytes);
-    if (!loaded.isOk())
-      return loaded.addContext("weight " + std::to_string(i) + " " + quoted(w.name));
+    const size_t bytes = static_cast<size_t>(storedBytes(w.dtype, w.blockNumel()));
     KIMI_ASSIGN_OR_RETURN(DeviceBuffer buffer,
                           DeviceBuffer::allocate(*exe->device_, bytes));
-    KIMI_RETURN_IF_ERROR(buffer.upload(staging.data(), bytes));
+    if (random) {
+      Status filled = random->fill(*exe->stream_, buffer.address(), w.blockNumel(),
+                                   w.dtype,
+                                   randomWeightRecipe(w.name, w.shape, *randomSeed));
+      if (!filled.isOk())
+        return filled.addContext("weight " + std::to_string(i) + " " + quoted(w.name));
+    } else {
+      staging.resize(bytes);
+      Status loaded = weights->loadBlock(w, rank, staging.data(), bytes);
+      if (!loaded.isOk())
+        return loaded.addContext("weight " + std::to_string(i) + " " + quoted(w.name));
+      KIMI_RETURN_IF_ERROR(buffer.upload(staging.data(), bytes));
+    }
     weightTable[i] = buffer.address();
     exe->weightBytes_ += static_cast<int64_t>(bytes);
     exe->weights_.push_back(std::move(buffer));
   }
+  if (random)
+    KIMI_RETURN_IF_ERROR(exe->stream_->synchronize());
+  if (measured && driver.cuMemGetInfo(&freeAfter, &total) == 0)
+    exe->weightDeviceBytes_ = int64_t(freeBefore) - int64_t(freeAfter);
   exe->weightSeconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

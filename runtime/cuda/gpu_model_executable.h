@@ -118,6 +118,13 @@ public:
   create(std::shared_ptr<const ArtifactSpec> artifact,
          const WeightLoader &weights, int device = 0,
          Communicator *comm = nullptr);
+  /// The same with every weight generated on the device: randomWeight()'s
+  /// values for `seed` at the stored types, bit for bit what
+  /// writeRandomWeights() and a WeightLoader would give (f32 and bf16
+  /// weights; one rank). For shapes whose weights no host file holds.
+  static StatusOr<std::shared_ptr<GpuModelExecutable>>
+  createWithRandomWeights(std::shared_ptr<const ArtifactSpec> artifact,
+                          uint64_t seed, int device = 0);
   ~GpuModelExecutable() override;
 
   const ArtifactSpec &artifact() const override { return *artifact_; }
@@ -137,6 +144,9 @@ public:
                                   int64_t batch) const override;
   int64_t weightBytes() const override { return weightBytes_; }
   double weightLoadSeconds() const override { return weightSeconds_; }
+  /// Device memory the weight uploads took, by the driver's free memory
+  /// before and after them (-1 when the driver could not say).
+  int64_t weightDeviceBytes() const { return weightDeviceBytes_; }
   std::string deviceName() const override { return device_->describe(); }
 
   /// Tests: fill every buffer the model allocates with NaN before use, so
@@ -168,6 +178,10 @@ public:
   std::string graphFailure() const;
 
 private:
+  static StatusOr<std::shared_ptr<GpuModelExecutable>>
+  createImpl(std::shared_ptr<const ArtifactSpec> artifact,
+             const WeightLoader *weights, const uint64_t *randomSeed,
+             int device, Communicator *comm);
   friend class DeviceCarriedTensor;
   GpuModelExecutable() = default;
   /// A retained block of at least `bytes` (mutex_ held).
@@ -196,6 +210,7 @@ private:
   int32_t *status_ = nullptr;
   int64_t weightBytes_ = 0;
   double weightSeconds_ = 0;
+  int64_t weightDeviceBytes_ = -1;
   mutable std::mutex mutex_;
   bool graphs_ = true;
   int64_t graphBucket_ = 256;

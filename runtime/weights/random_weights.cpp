@@ -46,16 +46,25 @@ void recipe(const std::string &name, const std::vector<int64_t> &shape,
 
 } // namespace
 
+RandomWeightRecipe randomWeightRecipe(const std::string &name,
+                                      const std::vector<int64_t> &shape,
+                                      uint64_t seed) {
+  RandomWeightRecipe r;
+  recipe(name, shape, r.offset, r.spread);
+  r.state = seed ^ fnv1a64(name);
+  return r;
+}
+
 std::vector<float> randomWeight(const std::string &name,
                                 const std::vector<int64_t> &shape,
                                 uint64_t seed) {
-  double offset, spread;
-  recipe(name, shape, offset, spread);
+  const RandomWeightRecipe r = randomWeightRecipe(name, shape, seed);
+  const double offset = r.offset, spread = r.spread;
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   std::vector<float> out(static_cast<size_t>(n));
-  uint64_t state = seed ^ fnv1a64(name);
+  uint64_t state = r.state;
   for (float &v : out) {
     uint64_t z = (state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

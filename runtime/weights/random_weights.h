@@ -20,6 +20,20 @@
 
 namespace kimi::rt {
 
+/// How the values of weight `name` are drawn: element i (row-major, from
+/// 0) of the tensor is offset + spread * (2 u_i - 1), in double, rounded to
+/// f32, where u_i = (z >> 11) 2^-53 and z is splitmix64's output for the
+/// counter state + (i + 1) 0x9E3779B97F4A7C15. A generator on another
+/// device (runtime/cuda/device_random.h) computes the same values from
+/// this recipe.
+struct RandomWeightRecipe {
+  uint64_t state = 0;
+  double offset = 0, spread = 0;
+};
+RandomWeightRecipe randomWeightRecipe(const std::string &name,
+                                      const std::vector<int64_t> &shape,
+                                      uint64_t seed);
+
 /// Values of the weight `name` with `shape`, in f32.
 std::vector<float> randomWeight(const std::string &name,
                                 const std::vector<int64_t> &shape,

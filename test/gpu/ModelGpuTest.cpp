@@ -1,8 +1,11 @@
 //===- ModelGpuTest.cpp - whole models on the GPU vs the CPU path ---------===//
 //
 // The GPU model target (kimi-compile --target sm_90a on a config) against the
-// CPU target of the same config, both f32 with the same random weights, on
-// fresh random tokens (the seed is printed):
+// CPU target of the same config, both with f32 activations and the same
+// random weights at the same stored types (bf16 by default; the -f32 case
+// holds f32 weights), on fresh random tokens (the seed is printed):
+//  * the GPU holds each weight at its stored type: the manifest's bytes,
+//    and no more device memory than they take;
 //  * every logits row of prefill + decode steps agrees (relative L2 of all
 //    rows <= 2e-2, the bound; the median row <= 1e-4, the f32 bound,
 //    so that a rare router near-tie flipping one expert cannot hide a
@@ -269,6 +272,68 @@ TEST_P(ModelGpu, LogitsMatchCpuTarget) {
   EXPECT_LT(all, c.allRowsBound) << "relative L2 error of all logits";
   EXPECT_LT(medianRow, c.medianRowBound)
       << "median relative error of a logits row";
+}
+
+TEST_P(ModelGpu, WeightsHeldAtTheirStoredTypes) {
+  KIMI_GPU_OR_SKIP(dev);
+  (void)dev;
+  auto spec = read(gpuPath);
+  const bool f32Case = std::string(GetParam().name).find("-f32") != std::string::npos;
+  int64_t manifest = 0, bf16 = 0;
+  for (const WeightSpec &w : spec->weights) {
+    manifest += storedBytes(w.dtype, w.blockNumel());
+    bf16 += w.dtype == DType::kBF16;
+    ASSERT_TRUE(w.dtype == DType::kBF16 || w.dtype == DType::kF32)
+        << w.name << " is " << dtypeName(w.dtype);
+  }
+  // What was asked for: bf16 dense weights by default, none with --weights f32.
+  if (f32Case)
+    EXPECT_EQ(bf16, 0);
+  else
+    EXPECT_GT(bf16, int64_t(spec->weights.size()) / 2);
+  auto gpu = load(spec);
+  ASSERT_TRUE(gpu.isOk()) << gpu.status().message();
+  EXPECT_EQ(gpu.value()->weightBytes(), manifest);
+  // The driver's view: the uploads took at least the manifest's bytes and
+  // no more than one 2 MiB allocation granule per weight on top (a widened
+  // copy of the bf16 weights would take as much again as they do).
+  const int64_t measured = gpu.value()->weightDeviceBytes();
+  std::printf("[ memory   ] manifest %lld bytes, device %lld bytes\n",
+              (long long)manifest, (long long)measured);
+  ASSERT_GE(measured, 0) << "the driver reported no free memory";
+  EXPECT_GE(measured, manifest);
+  EXPECT_LE(measured, manifest + int64_t(spec->weights.size()) * (int64_t(2) << 20));
+}
+
+// Weights generated on the device (what kimi-bench-model uses for shapes no
+// host file holds) are the file's weights: the same logits, bit for bit.
+TEST_P(ModelGpu, DeviceRandomWeightsAreTheFileWeights) {
+  KIMI_GPU_OR_SKIP(dev);
+  (void)dev;
+  // One algorithm per product shape for both (timing picks per executable).
+  ScopedEnv noTiming("KIMI_GEMM_TUNING_MS", "0");
+  auto spec = read(gpuPath);
+  auto fromFile = load(spec);
+  ASSERT_TRUE(fromFile.isOk()) << fromFile.status().message();
+  auto onDevice = GpuModelExecutable::createWithRandomWeights(spec, 11);
+  ASSERT_TRUE(onDevice.isOk()) << onDevice.status().message();
+  onDevice.value()->setPoison(true);
+  EXPECT_EQ(onDevice.value()->weightBytes(), fromFile.value()->weightBytes());
+  std::mt19937 rng(seed);
+  std::vector<int32_t> prompt(std::min(GetParam().prompt, 40)), extra(2);
+  for (int32_t &t : prompt)
+    t = int32_t(rng() % uint32_t(spec->model.vocabSize));
+  for (int32_t &t : extra)
+    t = int32_t(rng() % uint32_t(spec->model.vocabSize));
+  auto a = Session::create(fromFile.value());
+  auto b = Session::create(onDevice.value());
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  std::vector<float> want = run(*a.value(), prompt, extra);
+  std::vector<float> got = run(*b.value(), prompt, extra);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+      << "relative error " << relativeError(got, want, 0, got.size());
 }
 
 TEST_P(ModelGpu, PrefillThenDecodeEqualsPrefill) {
@@ -555,6 +620,7 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 // rounding into a different expert, so every row is bounded by 5e-4.
 INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                          ::testing::Values(ModelCase{"k3-tiny", 300, 6},
+                                           ModelCase{"k3-tiny-f32", 300, 6},
                                            ModelCase{"k3-mini", 70, 3},
                                            ModelCase{"k3-tiny-kda", 300, 6, 0,
                                                      "k3-tiny"},

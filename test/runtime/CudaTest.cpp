@@ -9,12 +9,16 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/gpu_model_executable.h"
 #include "runtime/cuda/segment_copy.h"
+#include "runtime/cuda/device_random.h"
+#include "runtime/weights/float_convert.h"
+#include "runtime/weights/random_weights.h"
 #include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <random>
@@ -431,4 +435,61 @@ TEST(SegmentCopy, CopiesEverySegmentAndNothingElse) {
   for (size_t i = 0; i < guard / 4; ++i)
     EXPECT_TRUE(std::isnan(out[i])) << "guard before the first segment written";
   EXPECT_EQ(bad, 0u);
+}
+
+// DeviceRandomFill (runtime/cuda/device_random.h): weights generated on the
+// device are randomWeight()'s values bit for bit, in f32 and rounded to
+// bf16, for tensors of each recipe (projection, norm, gate parameters) and a
+// size the grid does not divide; the guard after each tensor stays
+// untouched. Other dtypes are refused, naming the dtype.
+TEST(DeviceRandomFill, EqualsTheHostValuesBitForBit) {
+  KIMI_GPU_OR_SKIP(dev);
+  VALUE_OR_FAIL(fill, DeviceRandomFill::load(dev));
+  VALUE_OR_FAIL(stream, CudaStream::create(dev));
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  const std::vector<Case> cases = {
+      {"model.layers.0.self_attn.q_proj.weight", {96, 2048}},
+      {"model.layers.0.input_layernorm.weight", {4099}},
+      {"model.layers.0.self_attn.dt_bias", {16, 128}},
+      {"model.embed_tokens.weight", {1000, 3, 7}}};
+  for (const Case &c : cases)
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(c.name + " as " + dtypeName(dtype));
+      const std::vector<float> want = randomWeight(c.name, c.shape, seed);
+      const int64_t n = int64_t(want.size());
+      const size_t elem = dtypeSize(dtype), guard = 64;
+      std::vector<uint8_t> poison(size_t(n) * elem + guard, 0xA5);
+      VALUE_OR_FAIL(buffer, DeviceBuffer::allocate(dev, poison.size()));
+      STATUS_OK(buffer.upload(poison.data(), poison.size()));
+      STATUS_OK(fill->fill(*stream, buffer.address(), n, dtype,
+                           randomWeightRecipe(c.name, c.shape, seed)));
+      STATUS_OK(stream->synchronize());
+      std::vector<uint8_t> got(poison.size());
+      STATUS_OK(buffer.download(got.data(), got.size()));
+      size_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t g = 0, w = 0;
+        std::memcpy(&g, got.data() + size_t(i) * elem, elem);
+        if (dtype == DType::kF32)
+          std::memcpy(&w, &want[size_t(i)], 4);
+        else
+          w = f32ToBf16(want[size_t(i)]);
+        if (g != w && ++bad <= 5)
+          ADD_FAILURE() << "element " << i << ": device bits " << std::hex << g
+                        << ", host bits " << w;
+      }
+      EXPECT_EQ(bad, 0u);
+      for (size_t i = size_t(n) * elem; i < got.size(); ++i)
+        ASSERT_EQ(got[i], 0xA5) << "the guard after the tensor was written";
+    }
+  VALUE_OR_FAIL(any, DeviceBuffer::allocate(dev, 64));
+  Status refused = fill->fill(*stream, any.address(), 8, DType::kF16,
+                              randomWeightRecipe("w", {8}, seed));
+  EXPECT_FALSE(refused.isOk());
+  EXPECT_NE(refused.message().find("f16"), std::string::npos) << refused.message();
 }

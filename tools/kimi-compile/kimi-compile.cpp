@@ -186,7 +186,7 @@ cl::opt<NumericType> weights(
     cl::desc("Storage type of dense weights: bf16 keeps the release's types "
              "(bf16, and f32 where it stores f32: A_log, dt_bias, the router "
              "bias, K3's conv and o_norm); f32 is the reference configuration "
-             "(default bf16; f32 for sm_90a, which refuses bf16 today)"),
+             "(default bf16, on every target)"),
     cl::init(NumericType::BF16),
     cl::values(clEnumValN(NumericType::BF16, "bf16", "bfloat16"),
                clEnumValN(NumericType::F32, "f32", "float32")),
@@ -467,20 +467,18 @@ int main(int argc, char **argv) {
   if (cpu && !activations.getNumOccurrences())
     options.activations = NumericType::F32;
   if (gpu) {
-    // The GPU kernels read f32 activations and weights, and dense experts
-    // (into which the runtime dequantises an MXFP4 checkpoint at load).
+    // The GPU kernels read f32 activations, weights at --weights (bf16 or
+    // f32, widened in registers or before a cuBLASLt product), and dense
+    // experts (into which the runtime dequantises an MXFP4 checkpoint at
+    // load).
     if (options.activations != NumericType::F32)
       return fail("--activations bf16: the sm_90a target's kernels compute "
                   "on f32 activations only (use --activations f32, or "
                   "--target cpu)");
-    if (weights.getNumOccurrences() && options.weights != NumericType::F32)
-      return fail("--weights bf16: the sm_90a target's kernels read f32 "
-                  "weights only (use --weights f32, or --target cpu)");
     if (mxfp4Experts.getNumOccurrences() && mxfp4Experts)
       return fail("--mxfp4-experts: the sm_90a target's expert kernels read "
                   "dense weights only; the runtime dequantises an MXFP4 "
                   "checkpoint into them at load (leave --mxfp4-experts out)");
-    options.weights = NumericType::F32;
     options.mxfp4Experts = false;
   }
   // Data-parallel groups: the outer grid axis under --strategy dp.

@@ -260,3 +260,57 @@ func.func @two_views(%x: memref<1x256xf32>, %wr: memref<64x256xf32>, %we: memref
   }
   return %r, %e : memref<1x64xf32>, memref<1x1x96xf32>
 }
+
+// -----
+
+// A bf16 weight (the release's type) is read at its size: the kernel takes it
+// as memref<?xbf16>, loads four values (8 bytes) a piece and widens them in
+// registers; the input and the sums stay f32, the output too.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @decode_linear_bf16
+// CHECK-NOT: call @kimi_gpu_gemm_f32
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x2048_0_2048_0_r2_bf16 blocks in (%c12, {{.*}} args(%{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK: gpu.func @gemv_1x96x2048_0_2048_0_r2_bf16(%{{.*}}: memref<?xf32, strided<[1], offset: ?>>, %{{.*}}: memref<?xbf16, strided<[1], offset: ?>>, %{{.*}}: memref<?xf32, strided<[1], offset: ?>>)
+// CHECK: scf.for
+// CHECK: vector.load {{.*}} {alignment = 8 : i64} : memref<?xbf16, strided<[1], offset: ?>>, vector<4xbf16>
+// CHECK: arith.extf {{.*}} : vector<4xbf16> to vector<4xf32>
+// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32, strided<[1], offset: ?>>, vector<4xf32>
+// CHECK: vector.fma
+func.func @decode_linear_bf16(%x: memref<1x1x2048xf32>, %w: memref<96x2048xbf16>, %o: memref<1x1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x1x2048xf32>, memref<96x2048xbf16>) outs(%o : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: bf16, %acc: f32):
+    %bw = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %bw : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A bf16 activation is not the kernel's input: the product goes to cuBLASLt.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @decode_linear_bf16_input
+// CHECK-NOT: gpu.launch_func
+// CHECK: call @kimi_gpu_gemm_f32
+func.func @decode_linear_bf16_input(%x: memref<1x1x2048xbf16>, %w: memref<96x2048xf32>, %o: memref<1x1x96xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x1x2048xbf16>, memref<96x2048xf32>) outs(%o : memref<1x1x96xf32>) {
+  ^bb0(%a: bf16, %b: f32, %acc: f32):
+    %aw = arith.extf %a : bf16 to f32
+    %m = arith.mulf %aw, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}

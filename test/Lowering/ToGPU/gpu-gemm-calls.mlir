@@ -81,18 +81,15 @@ func.func @batched(%h: memref<4x3x8xf32>, %w: memref<3x16x8xf32>, %y: memref<4x3
 
 // -----
 
-// Not matrix products for cuBLASLt: no static unit stride in A, a bf16
-// operand, a body that is not a multiply-accumulate.
+// Not matrix products for cuBLASLt: no static unit stride in A, a body that
+// is not a multiply-accumulate.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT: call @kimi_gpu_gemm_f32
 // CHECK: linalg.matmul
-// CHECK: linalg.matmul
 // CHECK: linalg.generic
 func.func @kept(%a: memref<8x16xf32, strided<[?, ?]>>, %b: memref<16x32xf32>, %c: memref<8x32xf32>,
-                %ab: memref<8x16xbf16>, %bb: memref<16x32xbf16>, %cb: memref<8x32xf32>,
                 %a2: memref<8x16xf32>) {
   linalg.matmul ins(%a, %b : memref<8x16xf32, strided<[?, ?]>>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
-  linalg.matmul ins(%ab, %bb : memref<8x16xbf16>, memref<16x32xbf16>) outs(%cb : memref<8x32xf32>)
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%a2, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>) {
@@ -207,5 +204,62 @@ func.func @fills_kept(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x
   linalg.fill ins(%zero : f32) outs(%e : memref<8x32xf32>)
   memref.copy %e, %seen : memref<8x32xf32> to memref<8x32xf32>
   linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%e : memref<8x32xf32>)
+  return
+}
+
+// -----
+
+// A bf16 weight in a product cuBLASLt runs (f32 activations): it is widened
+// into a new f32 buffer of its shape first (exact), the product reads that
+// buffer, and the buffer is freed after the call. The f32 operand is used
+// as it is.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @linear_bf16_weight
+// CHECK: %[[WIDE:.*]] = memref.alloc() : memref<32x64xf32>
+// CHECK: linalg.generic {{.*}} ins(%arg1 : memref<32x64xbf16>) outs(%[[WIDE]] : memref<32x64xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: memref.extract_aligned_pointer_as_index %[[WIDE]]
+// CHECK: call @kimi_gpu_gemm_f32
+// CHECK-NEXT: memref.dealloc %[[WIDE]] : memref<32x64xf32>
+func.func @linear_bf16_weight(%x: memref<1x8x64xf32>, %w: memref<32x64xbf16>, %o: memref<1x8x32xf32>) {
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x8x64xf32>, memref<32x64xbf16>) outs(%o : memref<1x8x32xf32>) {
+  ^bb0(%a: f32, %b: bf16, %acc: f32):
+    %bw = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %bw : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A product into a bf16 output is not a cuBLASLt call (the runtime's products
+// write f32): it stays for the loop lowering.
+// CHECK-LABEL: func.func @matmul_bf16_out
+// CHECK-NOT: call @kimi_gpu_gemm_f32
+// CHECK: linalg.matmul
+func.func @matmul_bf16_out(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xbf16>) {
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xbf16>)
+  return
+}
+
+// -----
+
+// Both inputs bf16: both widened, both freed after the call.
+// CHECK-LABEL: func.func @matmul_bf16_inputs
+// CHECK: %[[WA:.*]] = memref.alloc() : memref<8x16xf32>
+// CHECK: linalg.generic {{.*}} ins(%arg0 : memref<8x16xbf16>) outs(%[[WA]] : memref<8x16xf32>)
+// CHECK: %[[WB:.*]] = memref.alloc() : memref<16x32xf32>
+// CHECK: linalg.generic {{.*}} ins(%arg1 : memref<16x32xbf16>) outs(%[[WB]] : memref<16x32xf32>)
+// CHECK: call @kimi_gpu_gemm_f32
+// CHECK-NEXT: memref.dealloc %[[WA]]
+// CHECK-NEXT: memref.dealloc %[[WB]]
+func.func @matmul_bf16_inputs(%a: memref<8x16xbf16>, %b: memref<16x32xbf16>, %c: memref<8x32xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x32xbf16>) outs(%c : memref<8x32xf32>)
   return
 }
