@@ -3,7 +3,7 @@
 # artifacts that bench/model/run-device.sh times on an H200, into gpucheck/
 # (ignored by git; carry it to the device machine). Artifacts are gzipped.
 #
-#   bench/model/prepare-device.sh [VARIANT ...]
+#   bench/model/prepare-device.sh [--kl48] [VARIANT ...]
 #
 # A variant is NAME=kimi-compile flags; the defaults are the configurations
 # docs/perf/model.md reports. Every artifact has the KDA and MLA kernels and
@@ -28,6 +28,10 @@ cp "$build"/test/gpu/models/k3-tiny-*.kimi "$build"/test/gpu/models/k3-mini-*.ki
   "$out/models/"
 
 common="--target sm_90a --gpu-kda-kernels --gpu-mla-kernels --gpu-matmul-precision=tf32"
+# --kl48: also the full-size Kimi-Linear-48B-A3B (chunk 2048, and batch 64),
+# which run-device.sh times with weights generated on the device.
+kl48=0
+if [ "${1:-}" = "--kl48" ]; then kl48=1; shift; fi
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(
   "c256="
@@ -45,6 +49,15 @@ for v in "${variants[@]}"; do
   if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
 for p in "${pids[@]}"; do wait "$p"; done
+if [ $kl48 = 1 ]; then
+  # shellcheck disable=SC2086
+  "$build/bin/kimi-compile" "$root/models/kimi-linear-48b-a3b.json" $common \
+    --prefill-chunk 2048 -o "$out/kimi-linear-48b-c2048.kimi" &
+  # shellcheck disable=SC2086
+  "$build/bin/kimi-compile" "$root/models/kimi-linear-48b-a3b.json" $common \
+    --batch 64 -o "$out/kimi-linear-48b-b64.kimi"
+  wait
+fi
 # Artifacts are mostly PTX text: compressed they travel at an eighth of the
 # size (the device call carries 64 MiB at most); run-device.sh unpacks them.
 gzip -f "$out"/*.kimi "$out"/models/*.kimi "$out"/kda/*.kimi "$out"/attn_res/*.kimi

@@ -66,17 +66,33 @@ if [ $tests = 1 ]; then
     --gtest_filter="$filter" > "$out/model-tests.log" 2>&1
   echo "model tests: rc $?"; grep -E "^\[ *(OK|FAILED|PASSED|errors|graphs) " "$out/model-tests.log" | head -40
 fi
-b64=""
-[ -f k3-mini-b64.kimi ] && b64="--batch-artifact k3-mini-b64.kimi"
-[ $bench = 1 ] || shopt -s nullglob
+# Each k3-mini-cCHUNK[SUFFIX].kimi is timed with k3-mini-b64[SUFFIX].kimi as
+# its batched artifact (the first such one per suffix: f32 against the
+# default stored types, side by side).
+used=" "
+shopt -s nullglob
 for a in $([ $bench = 1 ] && echo k3-mini-c*.kimi); do
   name=${a#k3-mini-}; name=${name%.kimi}
-  # The batch-64 artifact is timed once, with the first prefill artifact.
-  extra=$b64 b64=""
-  # shellcheck disable=SC2086
+  suffix=$(echo "$name" | sed 's/^c[0-9]*//')
+  extra=""
+  if [ -f "k3-mini-b64$suffix.kimi" ] && [[ "$used" != *" $suffix "* ]]; then
+    extra="--batch-artifact k3-mini-b64$suffix.kimi"; used="$used$suffix "
+  fi
   timeout 300 ./kimi-bench-model "$a" $extra --prefill-tokens 8192 \
     --decode-steps 64 --context 1024 --repeats 3 > "$out/bench-$name.json" \
     2> "$out/bench-$name.err"
+  echo "bench $name: rc $?"
+done
+# Kimi-Linear-48B-A3B at full size (prepare-device.sh --kl48): its weights
+# (98 GB in bf16) are generated on the device; the batch-1 model is
+# released before the batch-64 one loads.
+for a in $([ $bench = 1 ] && echo kimi-linear-48b-c*.kimi); do
+  name=${a%.kimi}
+  extra=""
+  [ -f kimi-linear-48b-b64.kimi ] && extra="--batch-artifact kimi-linear-48b-b64.kimi"
+  timeout 420 ./kimi-bench-model "$a" $extra --device-random-weights \
+    --prefill-tokens 8192 --decode-steps 64 --context 1024 --repeats 2 \
+    > "$out/bench-$name.json" 2> "$out/bench-$name.err"
   echo "bench $name: rc $?"
 done
 if [ -n "$nopdl" ]; then
@@ -187,4 +203,11 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         return s
     ds = ", ".join(step(x) for x in d) if isinstance(d, list) else str(d)[:120]
     print("%-22s prefill %s: %s ms | %s" % (os.path.basename(f), p.get("tokens"), p.get("ms_median", p.get("ms")), ds))
+    fl = j.get("hbm_floor_batch1")
+    if fl:
+        print("%-22s weights %s (manifest %s, device %s) %s | floor %.3f ms (x%.2f), with MXFP4 experts %.3f ms (x%.2f)" % (
+            "", j.get("weight_bytes"), j.get("manifest_weight_bytes"),
+            j.get("weight_device_bytes_measured"), j.get("weight_bytes_by_type"),
+            fl.get("floor_ms", 0), fl.get("measured_over_floor", 0),
+            fl.get("floor_ms_mxfp4_experts", 0), fl.get("measured_over_floor_mxfp4_experts", 0)))
 PY
