@@ -454,10 +454,11 @@ def KimiGpuRoutedExpertsKernels
     `kimi.routed_experts` over a static number of tokens up to `max-tokens`
     (a decode step's; longer runs are the sorted products' domain of
     `kimi-lower-to-linalg{sorted-experts-min-tokens}` and stay), with f32
-    tokens, result and expert weights (the GPU model's types; MXFP4 experts
-    are not read), becomes two launches of generated kernels (`gpu.module
-    @kimi_routed_experts`), both built on the GEMV kernel's core of 16-byte
-    loads with a group of chunks in flight per lane:
+    tokens and result and f32 or bf16 expert weights (MXFP4 experts are not
+    read), becomes two launches of generated kernels (`gpu.module
+    @kimi_routed_experts`), both built on the GEMV kernel's core of
+    four-element loads (16 bytes of f32, 8 of bf16 widened in registers)
+    with a group of chunks in flight per lane:
 
     * `gate_up`, one block row per (token, slot) pair: each warp dots one
       row of the slot's expert in both `gate_proj` and `up_proj` with the
@@ -643,9 +644,9 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     In the GPU model target, every bufferized linalg contraction that is a
     plain (optionally batched) matrix product — `linalg.matmul` or a
     `linalg.generic` whose body is a multiply-accumulate, with exactly one
-    m, n and k loop and at most one batch loop, f32 operands, projected-
-    permutation indexing and, for each matrix, a static unit stride along
-    one of its two dimensions — becomes a call
+    m, n and k loop and at most one batch loop, f32 or bf16 inputs and an
+    f32 output, projected-permutation indexing and, for each matrix, a
+    static unit stride along one of its two dimensions — becomes a call
 
     ```
     func.call @kimi_gpu_gemm_f32(a, b, c, m, n, k, batch,
@@ -673,7 +674,11 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     the runtime chooses its cuBLASLt algorithm by timing the heuristic's
     candidates once. A size that depends on the cache length or on routing
     would be timed again at every new value, so it keeps the heuristic's
-    pick. Bit 1 says the product overwrites C (`C = A B`): the
+    pick. A bf16 input (a weight at its stored type, the activations being
+    f32) is first widened into a new f32 buffer of its shape by a generic
+    (one kernel), which the call reads and which is freed after it: exact,
+    and alive for one product only. Bit 1 says the product overwrites C
+    (`C = A B`): the
     `linalg.fill` of +0.0 into C that bufferization leaves before it (the
     closest earlier op that writes memory or uses C) is erased, and
     cuBLASLt runs with beta = 0. At an 8K cache that fill was a pass of
@@ -686,7 +691,8 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     launch of a generated kernel (`gpu.module @kimi_gemv`,
     lowering/ToGPU/GemvKernel.h): each warp reads two rows of B (one when
     m > 2) in 16-byte pieces with eight pieces per row in flight per lane,
-    and all m rows of A, in exact f32. Such a product's cost is reading B
+    and all m rows of A, in exact f32. A bf16 B (A stays f32) is read at
+    its size: four values (8 bytes) a piece, widened in registers. Such a product's cost is reading B
     once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
     way (the kernel stores rather than adds). A batched product (static

@@ -1,6 +1,7 @@
 //===- KdaJit.cpp - compile and run the lowered kimi.kda ------------------===//
 
 #include "KdaJit.h"
+#include "JitSupport.h"
 
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/Passes.h"
@@ -80,15 +81,6 @@ StridedMemRefType<float, N> descriptor(const float *data,
   return m;
 }
 
-void initNativeTargetOnce() {
-  static bool done = [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    return true;
-  }();
-  (void)done;
-}
-
 } // namespace
 
 struct KdaKernel::Impl {
@@ -153,19 +145,9 @@ std::string kdaFunctionSource(const KdaConfig &c) {
 
 std::unique_ptr<KdaKernel> KdaKernel::compile(const KdaConfig &config,
                                               std::string &error) {
-  initNativeTargetOnce();
   DialectRegistry registry;
-  registry.insert<KimiDialect, func::FuncDialect,
-                  bufferization::BufferizationDialect, memref::MemRefDialect>();
-  arith::registerBufferizableOpInterfaceExternalModels(registry);
-  linalg::registerBufferizableOpInterfaceExternalModels(registry);
-  scf::registerBufferizableOpInterfaceExternalModels(registry);
-  tensor::registerBufferizableOpInterfaceExternalModels(registry);
-  arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
-  cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
-  scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  registry.insert<KimiDialect>();
+  registerJitDialects(registry);
 
   std::unique_ptr<KdaKernel> kernel(new KdaKernel());
   kernel->config = config;
@@ -194,51 +176,10 @@ std::unique_ptr<KdaKernel> KdaKernel::compile(const KdaConfig &config,
   }
   llvm::raw_string_ostream(kernel->lowered) << *module;
 
-  // One-Shot Bufferize through its C++ entry point, so that buffer copies
-  // become linalg.copy (lowered to loops below) rather than memref.copy,
-  // whose strided form calls `memrefCopy` from libmlir_c_runner_utils.so
-  // (a library that would load a second, shared copy of MLIR).
-  bufferization::OneShotBufferizationOptions bufferize;
-  bufferize.allowReturnAllocsFromLoops = true;
-  bufferize.memCpyFn = [](OpBuilder &b, Location loc, Value from,
-                          Value to) -> LogicalResult {
-    linalg::CopyOp::create(b, loc, from, to);
-    return success();
-  };
-  bufferization::BufferizationState bufferizationState;
-  if (failed(bufferization::runOneShotBufferize(*module, bufferize,
-                                                bufferizationState))) {
-    error = "one-shot-bufferize failed: " + diagnostics;
+  auto engine = jitModule(*module, diagnostics, error);
+  if (!engine)
     return nullptr;
-  }
-
-  PassManager pm(&ctx);
-  bufferization::buildBufferDeallocationPipeline(pm);
-  pm.addPass(createConvertLinalgToLoopsPass());
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createConvertFuncToLLVMPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  if (failed(pm.run(*module))) {
-    error = "lowering to LLVM failed: " + diagnostics;
-    return nullptr;
-  }
-
-  auto transformer = makeOptimizingTransformer(/*optLevel=*/2,
-                                               /*sizeLevel=*/0, nullptr);
-  ExecutionEngineOptions options;
-  options.transformer = transformer;
-  auto engine = ExecutionEngine::create(*module, options);
-  if (!engine) {
-    error = "JIT failed: " + llvm::toString(engine.takeError());
-    return nullptr;
-  }
-  kernel->impl->engine = std::move(*engine);
+  kernel->impl->engine = std::move(engine);
   auto fn = kernel->impl->engine->lookup("_mlir_ciface_kda");
   if (!fn) {
     error = "lookup failed: " + llvm::toString(fn.takeError());
