@@ -62,7 +62,6 @@ Value latentAttention(OpBuilder &b, Location loc, Value q, Value ckv,
   int64_t heads = qType.getDimSize(2), dq = qType.getDimSize(3);
   int64_t latent = typeOf(ckv).getDimSize(2), rope = typeOf(kpe).getDimSize(2);
   int64_t nope = dq - rope;
-  int64_t dv = typeOf(kvb).getDimSize(0) / heads - nope;
   SmallVector<OpFoldResult> qSizes = sizesOf(b, loc, q);
   OpFoldResult B = qSizes[0], T = qSizes[1];
   OpFoldResult S = sizesOf(b, loc, ckv)[1];

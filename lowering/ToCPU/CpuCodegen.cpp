@@ -158,7 +158,7 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
   std::vector<std::string> sourcePaths;
   for (size_t i = 0; i < cSources.size(); ++i)
     sourcePaths.push_back((dir + "/shim" + llvm::Twine(i) + ".c").str());
-  auto cleanup = llvm::make_scope_exit([&] {
+  llvm::scope_exit cleanup([&] {
     for (const std::string &p : sourcePaths)
       llvm::sys::fs::remove(p);
     llvm::sys::fs::remove(objPath);

@@ -182,6 +182,34 @@ protected:
     RecordProperty("relative_error", std::to_string(err));
   }
 
+  /// Writes the weights, prefills all of `tokens` in one session, and in
+  /// another prefills the first `n` and decodes the rest one token a step
+  /// (different call paths). `whole` and `split` receive every logits row
+  /// of each; `splitLength` is the second session's length after.
+  void prefillThenDecode(const std::vector<int32_t> &tokens, size_t n,
+                         std::vector<float> &whole, std::vector<float> &split,
+                         int64_t &splitLength) {
+    ASSERT_NO_FATAL_FAILURE(writeWeights());
+    auto exe = load();
+    ASSERT_TRUE(exe.isOk()) << exe.status().message();
+    auto a = Session::create(exe.value());
+    auto b = Session::create(exe.value());
+    ASSERT_TRUE(a.isOk() && b.isOk());
+    const int64_t V = config.vocab;
+    StatusOr<LogitsView> all = a.value()->prefill(tokens);
+    ASSERT_TRUE(all.isOk()) << all.status().message();
+    whole.assign(all.value().data, all.value().data + all.value().rows * V);
+    StatusOr<LogitsView> first = b.value()->prefill(tokens.data(), int64_t(n));
+    ASSERT_TRUE(first.isOk()) << first.status().message();
+    split.assign(first.value().data, first.value().data + int64_t(n) * V);
+    for (size_t t = n; t < tokens.size(); ++t) {
+      StatusOr<LogitsView> step = b.value()->decodeStep(tokens[t]);
+      ASSERT_TRUE(step.isOk()) << step.status().message() << " (position " << t << ")";
+      split.insert(split.end(), step.value().data, step.value().data + V);
+    }
+    splitLength = b.value()->length();
+  }
+
   ModelConfig config;
   std::shared_ptr<const ArtifactSpec> artifact;
   unsigned seed = 0;
@@ -201,35 +229,22 @@ TEST_P(ModelE2E, LogitsMatchFloat64Reference) {
 
 TEST_P(ModelE2E, PrefillThenDecodeEqualsLongerPrefill) {
   SCOPED_TRACE("seed " + std::to_string(seed));
-  ASSERT_NO_FATAL_FAILURE(writeWeights());
-  auto exe = load();
-  ASSERT_TRUE(exe.isOk()) << exe.status().message();
-  auto whole = Session::create(exe.value());
-  auto split = Session::create(exe.value());
-  ASSERT_TRUE(whole.isOk() && split.isOk());
-
   // N = 70 (one chunk + 6 decode steps), then M = 60 decode steps, against
   // one prefill of all 130 (two chunks + 2 steps): different call paths.
   std::vector<int32_t> tokens = randomTokens(130);
-  StatusOr<LogitsView> all = whole.value()->prefill(tokens);
-  ASSERT_TRUE(all.isOk()) << all.status().message();
-  std::vector<float> full(all.value().data,
-                          all.value().data + all.value().rows * all.value().vocab);
+  std::vector<float> full, split;
+  int64_t length = 0;
+  ASSERT_NO_FATAL_FAILURE(prefillThenDecode(tokens, 70, full, split, length));
   const int64_t V = config.vocab;
-  StatusOr<LogitsView> first = split.value()->prefill(tokens.data(), 70);
-  ASSERT_TRUE(first.isOk()) << first.status().message();
   std::vector<double> fullD(full.begin(), full.end());
   // Both sides are f32 with different summation orders (chunked KDA vs the
   // one-token recurrence): the project's f32 bound, 1e-4. A 1e-5 bound on a
   // single decode row failed once at 1.9e-5 (seed 3857154991).
-  EXPECT_LT(relativeError(first.value().data, fullD, 0, 70 * V), 1e-4);
-  for (size_t t = 70; t < tokens.size(); ++t) {
-    StatusOr<LogitsView> step = split.value()->decodeStep(tokens[t]);
-    ASSERT_TRUE(step.isOk()) << step.status().message();
-    ASSERT_LT(relativeError(step.value().data, fullD, t * V, V), 1e-4)
+  EXPECT_LT(relativeError(split.data(), fullD, 0, 70 * V), 1e-4);
+  for (size_t t = 70; t < tokens.size(); ++t)
+    ASSERT_LT(relativeError(split.data() + t * V, fullD, t * V, V), 1e-4)
         << "decode step at position " << t;
-  }
-  EXPECT_EQ(split.value()->length(), 130);
+  EXPECT_EQ(length, 130);
 }
 
 /// PrefillLogits::kLast returns each sequence's last row of the all-rows
@@ -573,36 +588,20 @@ TEST_P(ModelE2EBf16, LogitsWithinTwiceTheRoundingFloor) {
 /// rounding floor of the float64 model, row by row in the decode part.
 TEST_P(ModelE2EBf16, PrefillThenDecodeWithinTwiceTheRoundingFloor) {
   SCOPED_TRACE("seed " + std::to_string(seed));
-  ASSERT_NO_FATAL_FAILURE(writeWeights());
-  auto exe = load();
-  ASSERT_TRUE(exe.isOk()) << exe.status().message();
-  auto whole = Session::create(exe.value());
-  auto split = Session::create(exe.value());
-  ASSERT_TRUE(whole.isOk() && split.isOk());
   std::vector<int32_t> tokens = randomTokens(80, 1);
-  const int64_t V = config.vocab;
-  StatusOr<LogitsView> all = whole.value()->prefill(tokens);
-  ASSERT_TRUE(all.isOk()) << all.status().message();
-  std::vector<double> fullD(all.value().data,
-                            all.value().data + all.value().rows * V);
+  std::vector<float> full, split;
+  int64_t length = 0;
+  ASSERT_NO_FATAL_FAILURE(prefillThenDecode(tokens, 66, full, split, length));
   reference::ReferenceModel ref(config, weights);
   std::vector<double> want = ref.forward(tokens);
   const double floor = roundingFloor(tokens, want);
-  std::vector<float> fullF(fullD.begin(), fullD.end());
-  EXPECT_LT(relativeError(fullF.data(), want, 0, want.size()), 2 * floor);
-  StatusOr<LogitsView> first = split.value()->prefill(tokens.data(), 66);
-  ASSERT_TRUE(first.isOk()) << first.status().message();
-  std::vector<float> splitRows(first.value().data,
-                               first.value().data + 66 * V);
-  for (size_t t = 66; t < tokens.size(); ++t) {
-    StatusOr<LogitsView> step = split.value()->decodeStep(tokens[t]);
-    ASSERT_TRUE(step.isOk()) << step.status().message();
-    splitRows.insert(splitRows.end(), step.value().data, step.value().data + V);
-  }
-  EXPECT_LT(relativeError(splitRows.data(), want, 0, want.size()), 2 * floor)
+  std::vector<double> fullD(full.begin(), full.end());
+  EXPECT_LT(relativeError(full.data(), want, 0, want.size()), 2 * floor);
+  EXPECT_LT(relativeError(split.data(), want, 0, want.size()), 2 * floor)
       << "prefill(66) + 14 decode steps";
-  EXPECT_LT(relativeError(splitRows.data(), fullD, 0, want.size()), 2 * floor)
+  EXPECT_LT(relativeError(split.data(), fullD, 0, want.size()), 2 * floor)
       << "prefill(66) + 14 decode steps against prefill(80)";
+  EXPECT_EQ(length, 80);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -74,10 +74,12 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   auto db = DeviceBuffer::allocate(dev, std::max<size_t>(b.size(), 1) * 4);
   auto dc = DeviceBuffer::allocate(dev, cv.size() * 4);
   ASSERT_TRUE(da.isOk() && db.isOk() && dc.isOk());
-  if (!a.empty())
+  if (!a.empty()) {
     ASSERT_TRUE(da->upload(a.data(), a.size() * 4).isOk());
-  if (!b.empty())
+  }
+  if (!b.empty()) {
     ASSERT_TRUE(db->upload(b.data(), b.size() * 4).isOk());
+  }
   ASSERT_TRUE(dc->upload(cv.data(), cv.size() * 4).isOk());
   g.a = da->address(), g.b = db->address(), g.c = dc->address();
   for (int i = 0; i < calls; ++i) {
@@ -85,8 +87,9 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
     ASSERT_TRUE(st.isOk()) << st.message();
   }
   const char *budget = std::getenv("KIMI_GEMM_TUNING_MS");
-  if (c.tune && !(budget && std::string(budget) == "0"))
+  if (c.tune && !(budget && std::string(budget) == "0")) {
     EXPECT_NE(blas.value()->tuningReport(), "") << "no shape was timed";
+  }
   ASSERT_TRUE(stream.value()->synchronize().isOk());
   std::vector<float> got(cv.size(), std::nanf(""));
   ASSERT_TRUE(dc->download(got.data(), got.size() * 4).isOk());

@@ -170,9 +170,10 @@ TEST_P(KdaGpu, ArtifactIsAValidKernelLibrary) {
       std::string text(k.image.begin(), k.image.end());
       ptx = true;
       EXPECT_NE(text.find(".target sm_90a"), std::string::npos);
-      if (std::string(c.entry).rfind("decode", 0) != 0)
+      if (std::string(c.entry).rfind("decode", 0) != 0) {
         EXPECT_NE(text.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
                   std::string::npos);
+      }
     }
   EXPECT_TRUE(ptx);
 }
@@ -248,8 +249,9 @@ TEST_P(KdaGpu, GraphReplayMatchesDirectLaunches) {
   auto runOnce = [&](const std::function<Status()> &enqueue) {
     std::map<std::string, std::vector<uint8_t>> out;
     for (const BufferSpec &b : (*entry)->spec().buffers) {
-      if (b.kind == BufferKind::kInput || b.kind == BufferKind::kInOut)
+      if (b.kind == BufferKind::kInput || b.kind == BufferKind::kInOut) {
         EXPECT_TRUE(mem.at(b.name).upload(inputs[b.name].bytes.data(), b.bytes()).isOk());
+      }
     }
     EXPECT_TRUE(enqueue().isOk());
     EXPECT_TRUE((*stream)->synchronize().isOk());
