@@ -454,11 +454,15 @@ def KimiGpuRoutedExpertsKernels
     `kimi.routed_experts` over a static number of tokens up to `max-tokens`
     (a decode step's; longer runs are the sorted products' domain of
     `kimi-lower-to-linalg{sorted-experts-min-tokens}` and stay), with f32
-    tokens and result and f32 or bf16 expert weights (MXFP4 experts are not
-    read), becomes two launches of generated kernels (`gpu.module
-    @kimi_routed_experts`), both built on the GEMV kernel's core of
-    four-element loads (16 bytes of f32, 8 of bf16 widened in registers)
-    with a group of chunks in flight per lane:
+    tokens and result and f32, bf16 or MXFP4 expert weights, becomes two
+    launches of generated kernels (`gpu.module @kimi_routed_experts`), both
+    built on the GEMV kernel's core of four-element loads (16 bytes of f32,
+    8 of bf16 widened in registers) with a group of chunks in flight per
+    lane. MXFP4 tables (`scales(...)`, the K3 release's experts) are read as
+    their bytes: each is two i8 buffers, the packed e2m1 codes and one E8M0
+    scale per 32 values, and a lane reads a 4-byte word of 8 codes with its
+    block's scale byte and decodes them in registers, exactly as the CPU's
+    loops do (the code as f32 bits, times 2^126, times 2^(s - 127)):
 
     * `gate_up`, one block row per (token, slot) pair: each warp dots one
       row of the slot's expert in both `gate_proj` and `up_proj` with the

@@ -29,7 +29,7 @@ cd "$root/gpucheck" || exit 1
 out=${OUT:-$root/device-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz; do
+for z in *.kimi.gz models/*.kimi.gz kda/*.kimi.gz attn_res/*.kimi.gz moe/*.kimi.gz; do
   [ -f "$z" ] && gunzip -f "$z"
 done
 tests=1 eager=1 bench=1 profile="" filter="*" nopdl="" ncu="" noinplace=""
@@ -59,8 +59,9 @@ if [ $tests = 1 ]; then
   fi
   if [ -x ./kimi-gpu-kernel-tests ]; then
     KIMI_REQUIRE_GPU=1 KIMI_KDA_ARTIFACT_DIR=$PWD/kda KIMI_ATTNRES_ARTIFACT_DIR=$PWD/attn_res \
+      KIMI_MOE_ARTIFACT_DIR=$PWD/moe \
       ./kimi-gpu-kernel-tests > "$out/kernel-tests.log" 2>&1
-    echo "kernel tests: rc $?"; grep -E "^\[ *(FAILED|PASSED) " "$out/kernel-tests.log" | head -20
+    echo "kernel tests: rc $?"; grep -E "^\[ *(FAILED|PASSED|error) " "$out/kernel-tests.log" | head -30
   fi
   KIMI_REQUIRE_GPU=1 KIMI_MODEL_GPU_ARTIFACT_DIR=$PWD/models ./kimi-gpu-model-tests \
     --gtest_filter="$filter" > "$out/model-tests.log" 2>&1

@@ -18,6 +18,10 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/xxhash.h"
 
+#include <cassert>
+#include <climits>
+#include <cmath>
+
 using namespace mlir;
 
 namespace kimi::gpu {
@@ -152,41 +156,104 @@ MemRefType gemvBufferType(MLIRContext *ctx, Type element) {
       StridedLayoutAttr::get(ctx, ShapedType::kDynamic, {1}));
 }
 
+namespace {
+/// Eight MXFP4 values of one lane as f32: `word` holds their codes (value i
+/// in bits 4i..4i+3), `scale` the block's E8M0 byte (i32). A code's
+/// magnitude bits e1 e0 m land in f32 bits 24..22, its sign in bit 31: that
+/// f32 is the e2m1 value times 2^-126 for every code (e = 0 gives the
+/// subnormal m 2^-127), so one exact multiply by 2^126 decodes it; the scale
+/// 2^(s - 127) (s = 0: 2^-127, subnormal) multiplies exactly too, except
+/// past the f32 range, as on the CPU (Mxfp4Decode.h).
+Value decodeMxfp4Word(KernelEmitter &e, Value word, Value scale) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Type f32 = b.getF32Type();
+  auto shift = [&](Value v, int64_t by) -> Value {
+    if (by > 0)
+      return arith::ShLIOp::create(b, loc, v, e.i32(by));
+    if (by < 0)
+      return arith::ShRUIOp::create(b, loc, v, e.i32(-by));
+    return v;
+  };
+  Value sBits = e.select(e.eq(scale, e.i32(0)), e.i32(0x00400000),
+                         shift(scale, 23));
+  Value scaleF = arith::BitcastOp::create(b, loc, f32, sBits);
+  Value two126 = arith::ConstantOp::create(b, loc, f32,
+                                           b.getF32FloatAttr(std::ldexp(1.0f, 126)));
+  SmallVector<Value> values;
+  for (int64_t i = 0; i < 8; ++i) {
+    Value mag = e.andI(shift(word, 22 - 4 * i), e.i32(0x7 << 22));
+    Value sign = e.andI(shift(word, 28 - 4 * i), e.i32(INT32_MIN));
+    Value bits = arith::OrIOp::create(b, loc, mag, sign);
+    Value v = arith::BitcastOp::create(b, loc, f32, bits);
+    values.push_back(e.fmul(e.fmul(v, two126), scaleF));
+  }
+  return vector::FromElementsOp::create(b, loc, VectorType::get({8}, f32),
+                                        values);
+}
+} // namespace
+
 SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
                                        ArrayRef<WarpDotVector> vectors,
                                        ArrayRef<WarpDotRow> rows, int64_t K,
                                        int64_t group) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
-  auto vec = VectorType::get({4}, b.getF32Type());
+  // MXFP4 rows: 8 values a lane and chunk (a 4-byte word of codes), else 4
+  // (a 16-byte piece of f32, 8 bytes of bf16).
+  const bool mx = !rows.empty() && rows.front().scales;
+  for (const WarpDotRow &row : rows)
+    assert(bool(row.scales) == mx && "MXFP4 rows and dense rows mixed");
+  const int64_t V = mx ? 8 : 4, chunkK = 32 * V;
+  auto vec = VectorType::get({V}, b.getF32Type());
   Value zeroVec = arith::ConstantOp::create(
       b, loc, vec, DenseElementsAttr::get(vec, b.getF32FloatAttr(0)));
-  Value laneK = e.mul(e.laneId(), e.idx(4));
+  Value laneK = e.mul(e.laneId(), e.idx(V));
   // Bases are multiples of 4 elements (checked by the callers), so every
   // piece is aligned to its size: 16 bytes of f32, 8 of bf16 (widened to
-  // f32 in registers: a bf16 weight is read at its own size).
+  // f32 in registers: a bf16 weight is read at its own size). MXFP4 bases
+  // are multiples of 32 values: each word of 8 codes is 4-byte aligned.
   auto load = [&](Value buf, Value index) -> Value {
     Type element = cast<MemRefType>(buf.getType()).getElementType();
     if (element.isF32())
       return vector::LoadOp::create(b, loc, vec, buf, ValueRange{index}, false,
                                     llvm::MaybeAlign(16));
-    auto narrow = VectorType::get({4}, element);
+    auto narrow = VectorType::get({V}, element);
     Value v = vector::LoadOp::create(
         b, loc, narrow, buf, ValueRange{index}, false,
         llvm::MaybeAlign(4 * element.getIntOrFloatBitWidth() / 8));
     return arith::ExtFOp::create(b, loc, vec, v);
   };
+  auto loadMxfp4 = [&](const WarpDotRow &row, Value k) -> Value {
+    Value at = e.add(row.base, k);
+    Value bytes = vector::LoadOp::create(
+        b, loc, VectorType::get({4}, b.getI8Type()), row.buffer,
+        ValueRange{e.divu(at, e.idx(2))}, false, llvm::MaybeAlign(4));
+    Value word = vector::ExtractOp::create(
+        b, loc,
+        vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
+                                  bytes),
+        ArrayRef<int64_t>{0});
+    Value scale = arith::ExtUIOp::create(
+        b, loc, b.getI32Type(),
+        memref::LoadOp::create(b, loc, row.scales,
+                               ValueRange{e.divu(at, e.idx(32))}));
+    return decodeMxfp4Word(e, word, scale);
+  };
   // The distinct weight rows, in order of first use.
-  SmallVector<std::pair<Value, Value>> distinct;
+  SmallVector<const WarpDotRow *> distinct;
   SmallVector<unsigned> loadOf;
   for (const WarpDotRow &row : rows) {
-    auto *at = llvm::find(distinct, std::make_pair(row.buffer, row.base));
+    auto *at = llvm::find_if(distinct, [&](const WarpDotRow *d) {
+      return d->buffer == row.buffer && d->base == row.base &&
+             d->scales == row.scales;
+    });
     loadOf.push_back(at - distinct.begin());
     if (at == distinct.end())
-      distinct.emplace_back(row.buffer, row.base);
+      distinct.push_back(&row);
   }
 
-  // One chunk at k = kBase + 4 lane: all loads, then the FMAs.
+  // One chunk at k = kBase + V lane: all loads, then the FMAs.
   auto chunk = [&](Value kBase, ArrayRef<Value> acc, bool masked) {
     Value kk = e.add(kBase, laneK), inRange;
     if (masked) {
@@ -194,8 +261,8 @@ SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
       kk = e.select(inRange, kk, e.idx(0));
     }
     SmallVector<Value> w, x;
-    for (auto [buf, base] : distinct)
-      w.push_back(load(buf, e.add(base, kk)));
+    for (const WarpDotRow *row : distinct)
+      w.push_back(mx ? loadMxfp4(*row, kk) : load(row->buffer, e.add(row->base, kk)));
     for (const WarpDotVector &v : vectors)
       x.push_back(load(v.buffer, e.add(v.base, kk)));
     if (masked)
@@ -207,8 +274,8 @@ SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
     return out;
   };
 
-  const int64_t chunks = (K + kChunk - 1) / kChunk;
-  const bool ragged = K % kChunk != 0;
+  const int64_t chunks = (K + chunkK - 1) / chunkK;
+  const bool ragged = K % chunkK != 0;
   // The last chunk, when ragged, is unrolled after the loop with its mask.
   const int64_t full = ragged ? chunks - 1 : chunks;
   group = std::max<int64_t>(1, group);
@@ -220,15 +287,15 @@ SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
     b.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> inner(loop.getRegionIterArgs().begin(),
                              loop.getRegionIterArgs().end());
-    Value base = e.mul(loop.getInductionVar(), e.idx(group * kChunk));
+    Value base = e.mul(loop.getInductionVar(), e.idx(group * chunkK));
     for (int64_t i = 0; i < group; ++i)
-      inner = chunk(e.add(base, e.idx(i * kChunk)), inner, false);
+      inner = chunk(e.add(base, e.idx(i * chunkK)), inner, false);
     scf::YieldOp::create(b, loc, inner);
     b.setInsertionPointAfter(loop);
     acc.assign(loop.getResults().begin(), loop.getResults().end());
   }
   for (int64_t c = groups * group; c < chunks; ++c)
-    acc = chunk(e.idx(c * kChunk), acc, ragged && c == chunks - 1);
+    acc = chunk(e.idx(c * chunkK), acc, ragged && c == chunks - 1);
   return acc;
 }
 

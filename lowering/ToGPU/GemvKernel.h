@@ -129,10 +129,15 @@ mlir::MemRefType gemvBufferType(mlir::MLIRContext *ctx,
                                 mlir::Type element = {});
 
 /// One dot product of a warp's share: `buffer[base + k]` times vector
-/// `vector` of the list, for k in [0, K).
+/// `vector` of the list, for k in [0, K). With `scales`, the row is MXFP4:
+/// `buffer` holds the packed e2m1 codes (i8, two a byte, the low nibble the
+/// even element) and `scales` the E8M0 byte of each 32 values; element k of
+/// the row is nibble (base + k) of `buffer` times 2^(scales[(base + k) / 32]
+/// - 127) (byte 0: 2^-127). `base` still counts values.
 struct WarpDotRow {
   mlir::Value buffer, base;
   unsigned vector = 0;
+  mlir::Value scales = {};
 };
 /// A vector the rows multiply: `buffer[base + k]`.
 struct WarpDotVector {
@@ -145,6 +150,11 @@ struct WarpDotVector {
 /// are in flight before the FMAs that use them; the last chunk of a ragged
 /// K is masked. A row that repeats another's buffer and base is loaded once.
 /// Returns each row's per-lane partial sums (vector<4xf32>).
+///
+/// MXFP4 rows (all rows or none; K and the bases multiples of 32): lane l
+/// reads the 8 values k = 256 c + 8 l, one 4-byte word of codes and the
+/// block's scale byte, decodes them in registers (exactly: the code as f32
+/// bits, times 2^126, times the scale) and returns vector<8xf32> partials.
 llvm::SmallVector<mlir::Value>
 emitWarpDotPartials(KernelEmitter &e, llvm::ArrayRef<WarpDotVector> vectors,
                     llvm::ArrayRef<WarpDotRow> rows, int64_t K, int64_t group);

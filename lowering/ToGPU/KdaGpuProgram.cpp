@@ -32,6 +32,8 @@ rt::DType dtypeOf(Type t) {
     return rt::DType::kF16;
   if (t.isInteger(32))
     return rt::DType::kI32;
+  if (t.isInteger(8)) // bytes: MXFP4 codes and E8M0 scales
+    return rt::DType::kU8;
   return rt::DType::kInvalid;
 }
 

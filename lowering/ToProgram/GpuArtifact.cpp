@@ -4,6 +4,7 @@
 
 #include "dialects/Kimi/KimiOps.h"
 #include "lowering/ToGPU/AttnResKernel.h"
+#include "lowering/ToGPU/RoutedExpertsKernel.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -21,16 +22,19 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
   };
   for (auto func : module.getOps<func::FuncOp>()) {
     // What the function holds decides the entry: one kimi.kda (with the
-    // kimi.kda_gate feeding it), or one kimi.attn_res (with one kimi.rms_norm
-    // of its result).
+    // kimi.kda_gate feeding it), one kimi.attn_res (with one kimi.rms_norm
+    // of its result), or one kimi.routed_experts.
     SmallVector<KdaOp> kdas;
     SmallVector<AttnResOp> attnRes;
+    SmallVector<RoutedExpertsOp> experts;
     SmallVector<Operation *> others;
     func.walk([&](Operation *op) {
       if (auto kda = dyn_cast<KdaOp>(op))
         kdas.push_back(kda);
       else if (auto ar = dyn_cast<AttnResOp>(op))
         attnRes.push_back(ar);
+      else if (auto re = dyn_cast<RoutedExpertsOp>(op))
+        experts.push_back(re);
       else if (op->getDialect() && op->getDialect()->getNamespace() == "kimi")
         others.push_back(op);
     });
@@ -43,15 +47,18 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
       return false;
     };
     bool fusable = llvm::all_of(others, fusedInto) && others.size() <= 1;
-    if (!fusable || kdas.size() + attnRes.size() != 1)
+    if (!fusable || kdas.size() + attnRes.size() + experts.size() != 1 ||
+        (!experts.empty() && !others.empty()))
       return error("function @" + func.getName().str() +
-                   ": the sm_90a target compiles functions holding exactly "
-                   "one kimi.kda op, optionally fed by one kimi.kda_gate, or "
-                   "one kimi.attn_res, optionally followed by one "
-                   "kimi.rms_norm (whole models on the GPU are not available "
-                   "yet); found " + std::to_string(kdas.size()) + " kimi.kda, " +
-                   std::to_string(attnRes.size()) + " kimi.attn_res and " +
-                   std::to_string(others.size()) + " other kimi ops");
+                   ": a kernel library's function holds exactly one "
+                   "kimi.kda op, optionally fed by one kimi.kda_gate, one "
+                   "kimi.attn_res, optionally followed by one kimi.rms_norm, "
+                   "or one kimi.routed_experts (compile a model config for "
+                   "whole models); found " + std::to_string(kdas.size()) +
+                   " kimi.kda, " + std::to_string(attnRes.size()) +
+                   " kimi.attn_res, " + std::to_string(experts.size()) +
+                   " kimi.routed_experts and " + std::to_string(others.size()) +
+                   " other kimi ops");
     std::string diagnostics;
     FailureOr<gpu::GpuEntryPlan> plan;
     {
@@ -62,6 +69,8 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
       });
       if (!kdas.empty())
         plan = gpu::planKdaEntry(kdas.front(), func.getName(), options.plan);
+      else if (!experts.empty())
+        plan = gpu::planRoutedExpertsEntry(experts.front(), func.getName());
       else
         plan = gpu::planAttnResEntry(
             attnRes.front(),
@@ -79,8 +88,10 @@ compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
     auto binary = gpu::serializeGpuModule(*plan->kernels, options.target);
     if (!binary)
       return binary.takeError();
-    std::string imageName =
-        (kdas.empty() ? "attn_res_" : "kda_") + plan->name;
+    std::string imageName = (!kdas.empty()      ? "kda_"
+                             : !experts.empty() ? "routed_experts_"
+                                                : "attn_res_") +
+                            plan->name;
     rt::KernelImage ptx;
     ptx.name = imageName;
     ptx.kind = rt::KernelKind::kPtx;

@@ -1,6 +1,6 @@
 //===- GpuKernelTest.cpp - generated GPU kernels vs the float64 reference -===//
 //
-// The artifacts are compiled at build time from test/gpu/kda/*.mlir by
+// The artifacts are compiled at build time from test/gpu/{kda,attn_res,moe}/*.mlir by
 // `kimi-compile --target sm_90a`. On a machine with an NVIDIA GPU each entry
 // runs through the runtime's GpuEntry on fresh random inputs (outputs
 // poisoned with NaN first) and its outputs and final states are compared
@@ -13,17 +13,20 @@
 #include "bench/kda/KdaInputs.h"
 #include "runtime/artifact/reader.h"
 #include "runtime/cuda/gpu_entry.h"
+#include "runtime/weights/float_convert.h"
 #include "test/reference/ReferenceOps.h"
 #include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <numeric>
 #include <random>
 
 using namespace kimi;
@@ -346,6 +349,200 @@ TEST_P(AttnResGpu, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Entries, AttnResGpu, ::testing::Values("attn_res", "attn_res_norm"),
+                         [](const auto &info) { return std::string(info.param); });
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Routed experts (gate_up, then down), dense or MXFP4, one entry each
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The e2m1 value of a 4-bit code, from its definition (sign, 2-bit
+/// exponent with bias 1, 1-bit mantissa; exponent 0 is subnormal).
+double e2m1Value(unsigned code) {
+  const unsigned e = (code >> 1) & 3, m = code & 1;
+  const double mag = e == 0 ? 0.5 * m : std::ldexp(1.0 + 0.5 * m, int(e) - 1);
+  return (code & 8) ? -mag : mag;
+}
+
+/// One table as the entry takes it, with its values in float64.
+struct ExpertTable {
+  std::vector<uint8_t> codes, scales; // MXFP4
+  std::vector<uint8_t> dense;         // bf16
+  std::vector<double> values;         // [E, N, K]
+};
+
+/// A table of E x N rows of K values. MXFP4: every 32-value block holds all
+/// 16 codes (twice, shuffled); scale block b of a row is base(b) + d with d
+/// in [-2, 2], where `base` spreads the blocks over [0, 250] when `spread`
+/// (else 127 for all), and with `spread` a few blocks of the last column
+/// take 253 or 254 with only the codes whose value stays finite in f32
+/// there (|v| <= 3 at 253, <= 1.5 at 254). So the scales run from the
+/// smallest E8M0 (0, the subnormal 2^-127) to the largest finite (254).
+ExpertTable makeTable(std::mt19937_64 &rng, bool mxfp4, int64_t E, int64_t N,
+                      int64_t K, bool spread, const std::vector<int> &base) {
+  ExpertTable t;
+  const int64_t rows = E * N, blocks = K / 32;
+  t.values.resize(rows * K);
+  std::uniform_int_distribution<int> delta(-2, 2);
+  if (!mxfp4) {
+    std::normal_distribution<double> normal(0.0, 0.05);
+    t.dense.resize(rows * K * 2);
+    for (int64_t i = 0; i < rows * K; ++i) {
+      uint16_t b = rt::f32ToBf16(static_cast<float>(normal(rng)));
+      std::memcpy(t.dense.data() + 2 * i, &b, 2);
+      t.values[i] = rt::bf16ToF32(b);
+    }
+    return t;
+  }
+  t.codes.assign(rows * K / 2, 0);
+  t.scales.resize(rows * blocks);
+  std::vector<unsigned> block(32);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      int s = std::clamp((spread ? base[b] : 127) + delta(rng), 0, 254);
+      std::vector<unsigned> allowed;
+      if (spread && b == blocks - 1 && r % 5 == 0)
+        s = r % 10 == 0 ? 254 : 253;
+      for (unsigned c = 0; c < 16; ++c)
+        if (s < 253 || std::fabs(e2m1Value(c)) <= (s == 254 ? 1.5 : 3.0))
+          allowed.push_back(c);
+      for (int i = 0; i < 32; ++i)
+        block[i] = allowed[i % allowed.size()];
+      std::shuffle(block.begin(), block.end(), rng);
+      t.scales[r * blocks + b] = static_cast<uint8_t>(s);
+      const double scale = std::ldexp(1.0, s - 127);
+      for (int i = 0; i < 32; ++i) {
+        const int64_t k = b * 32 + i, at = r * K + k;
+        t.codes[at / 2] |= static_cast<uint8_t>(block[i] << (4 * (k % 2)));
+        t.values[at] = e2m1Value(block[i]) * scale;
+      }
+    }
+  return t;
+}
+
+bench::HostTensor hostBytes(const BufferSpec &spec, std::vector<uint8_t> bytes) {
+  bench::HostTensor h;
+  h.spec = spec;
+  h.bytes = std::move(bytes);
+  return h;
+}
+
+class RoutedExpertsGpu : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(RoutedExpertsGpu, MatchesFloat64Reference) {
+  const std::string name = GetParam();
+  KIMI_GPU_OR_SKIP(dev);
+  const char *dir = std::getenv("KIMI_MOE_ARTIFACT_DIR");
+  auto spec = ArtifactReader::readFile(
+      std::string(dir ? dir : KIMI_MOE_ARTIFACT_DIR) + "/routed_experts.kimi");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto entry = GpuEntry::load(dev, *spec, name);
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+  const EntrySpec &es = (*entry)->spec();
+  auto bufferSpec = [&](const std::string &b) -> const BufferSpec & {
+    int i = es.findBuffer(b);
+    EXPECT_GE(i, 0) << "entry " << name << " has no buffer " << b;
+    return es.buffers[std::max(i, 0)];
+  };
+  const bool mxfp4 = es.findBuffer("gate_codes") >= 0;
+  const auto &gateShape = bufferSpec(mxfp4 ? "gate_codes" : "gate").shape;
+  const int64_t E = gateShape[0], I = gateShape[1];
+  const int64_t T = bufferSpec("x").shape[0], W = bufferSpec("x").shape[1];
+  const int64_t K = bufferSpec("ids").shape[1];
+  const bool situ = name.find("tokens") == std::string::npos;
+
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed     ] %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  // Block b of the hidden width has scale base(b) (0 .. 250) in gate and
+  // up; x's block b is 2^(127 - base(b) - 6) in size, so every product is
+  // of a moderate size and the gate sums stay in SiTU's unsaturated range.
+  const int64_t hiddenBlocks = W / 32;
+  std::vector<int> base(hiddenBlocks);
+  for (int64_t b = 0; b < hiddenBlocks; ++b)
+    base[b] = static_cast<int>((250 * b) / std::max<int64_t>(1, hiddenBlocks - 1));
+  ExpertTable gate = makeTable(rng, mxfp4, E, I, W, true, base);
+  ExpertTable up = makeTable(rng, mxfp4, E, I, W, true, base);
+  ExpertTable down = makeTable(rng, mxfp4, E, W, I, false, base);
+  std::vector<float> x(T * W), weights(T * K);
+  std::vector<int32_t> ids(T * K);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t w = 0; w < W; ++w)
+      x[t * W + w] = static_cast<float>(
+          uniform(rng) * std::ldexp(1.0, mxfp4 ? 127 - base[w / 32] - 6 : 0));
+    std::vector<int32_t> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t j = 0; j < K; ++j) {
+      ids[t * K + j] = order[j];
+      weights[t * K + j] = static_cast<float>(0.5 + 0.5 * uniform(rng));
+    }
+  }
+  auto bytesOf = [](const auto &v) {
+    std::vector<uint8_t> b(v.size() * sizeof(v[0]));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  std::map<std::string, bench::HostTensor> inputs;
+  inputs["x"] = hostBytes(bufferSpec("x"), bytesOf(x));
+  inputs["weights"] = hostBytes(bufferSpec("weights"), bytesOf(weights));
+  inputs["ids"] = hostBytes(bufferSpec("ids"), bytesOf(ids));
+  for (auto [tableName, table] : {std::pair<std::string, ExpertTable *>{"gate", &gate},
+                                  {"up", &up}, {"down", &down}}) {
+    if (mxfp4) {
+      inputs[tableName + "_codes"] = hostBytes(bufferSpec(tableName + "_codes"), table->codes);
+      inputs[tableName + "_scales"] = hostBytes(bufferSpec(tableName + "_scales"), table->scales);
+    } else {
+      inputs[tableName] = hostBytes(bufferSpec(tableName), table->dense);
+    }
+  }
+  std::map<std::string, DeviceBuffer> mem;
+  ASSERT_NO_FATAL_FAILURE(bindBuffers(**entry, dev, inputs, mem));
+  Status run = (*entry)->run();
+  ASSERT_TRUE(run.isOk()) << run.message();
+  ASSERT_TRUE(dev.synchronize().isOk());
+
+  // float64: h = act(gate . x, up . x) per slot; out = sum_j w_j down . h.
+  std::vector<double> want(T * W, 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t e = ids[t * K + j];
+      std::vector<double> h(I);
+      for (int64_t i = 0; i < I; ++i) {
+        double g = 0, u = 0;
+        const double *gr = &gate.values[(e * I + i) * W], *ur = &up.values[(e * I + i) * W];
+        for (int64_t w = 0; w < W; ++w) {
+          g += gr[w] * x[t * W + w];
+          u += ur[w] * x[t * W + w];
+        }
+        h[i] = situ ? reference::ops::situ(g, u, 4.0, 25.0)
+                    : reference::ops::silu(g) * u;
+      }
+      for (int64_t d = 0; d < W; ++d) {
+        double s = 0;
+        const double *dr = &down.values[(e * W + d) * I];
+        for (int64_t i = 0; i < I; ++i)
+          s += dr[i] * h[i];
+        want[t * W + d] += weights[t * K + j] * s;
+      }
+    }
+  std::vector<float> got(T * W);
+  ASSERT_TRUE(mem.at("out").download(got.data(), got.size() * 4).isOk());
+  std::vector<double> gotD(got.begin(), got.end());
+  for (double v : gotD)
+    ASSERT_TRUE(std::isfinite(v)) << "an output element was not written (or is not finite)";
+  const double err = relErr(gotD, want);
+  std::printf("[ error    ] %s: %.3e (%s, %lld tokens, top %lld of %lld)\n", name.c_str(),
+              err, mxfp4 ? "MXFP4" : "bf16", (long long)T, (long long)K, (long long)E);
+  EXPECT_LT(err, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Entries, RoutedExpertsGpu,
+                         ::testing::Values("mxfp4_decode", "mxfp4_tokens", "bf16_decode"),
                          [](const auto &info) { return std::string(info.param); });
 
 } // namespace

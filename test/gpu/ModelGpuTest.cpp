@@ -278,19 +278,34 @@ TEST_P(ModelGpu, WeightsHeldAtTheirStoredTypes) {
   KIMI_GPU_OR_SKIP(dev);
   (void)dev;
   auto spec = read(gpuPath);
-  const bool f32Case = std::string(GetParam().name).find("-f32") != std::string::npos;
-  int64_t manifest = 0, bf16 = 0;
+  const std::string name = GetParam().name;
+  const bool f32Case = name.find("-f32") != std::string::npos;
+  const bool mxfp4Case = name.find("-mxfp4") != std::string::npos;
+  int64_t manifest = 0, bf16 = 0, codes = 0, scales = 0;
   for (const WeightSpec &w : spec->weights) {
     manifest += storedBytes(w.dtype, w.blockNumel());
     bf16 += w.dtype == DType::kBF16;
-    ASSERT_TRUE(w.dtype == DType::kBF16 || w.dtype == DType::kF32)
-        << w.name << " is " << dtypeName(w.dtype);
+    const bool expert = w.name.find(".experts.") != std::string::npos;
+    codes += w.dtype == DType::kF4E2M1;
+    scales += w.dtype == DType::kF8E8M0;
+    if (mxfp4Case && expert)
+      ASSERT_TRUE(w.dtype == DType::kF4E2M1 || w.dtype == DType::kF8E8M0)
+          << w.name << " is " << dtypeName(w.dtype) << ", not MXFP4";
+    else
+      ASSERT_TRUE(w.dtype == DType::kBF16 || w.dtype == DType::kF32)
+          << w.name << " is " << dtypeName(w.dtype);
   }
-  // What was asked for: bf16 dense weights by default, none with --weights f32.
+  // What was asked for: bf16 dense weights by default, none with --weights
+  // f32; with --mxfp4-experts each routed-expert table as codes and scales.
   if (f32Case)
     EXPECT_EQ(bf16, 0);
   else
-    EXPECT_GT(bf16, int64_t(spec->weights.size()) / 2);
+    EXPECT_GT(bf16, int64_t(spec->weights.size()) / 3);
+  EXPECT_EQ(codes, scales);
+  if (mxfp4Case)
+    EXPECT_GT(codes, 0);
+  else
+    EXPECT_EQ(codes, 0);
   auto gpu = load(spec);
   ASSERT_TRUE(gpu.isOk()) << gpu.status().message();
   EXPECT_EQ(gpu.value()->weightBytes(), manifest);
@@ -316,6 +331,13 @@ TEST_P(ModelGpu, DeviceRandomWeightsAreTheFileWeights) {
   auto fromFile = load(spec);
   ASSERT_TRUE(fromFile.isOk()) << fromFile.status().message();
   auto onDevice = GpuModelExecutable::createWithRandomWeights(spec, 11);
+  if (std::string(GetParam().name).find("-mxfp4") != std::string::npos) {
+    // The device generator draws f32 and bf16 only: MXFP4 is refused by name.
+    ASSERT_FALSE(onDevice.isOk());
+    EXPECT_NE(onDevice.status().message().find("only f32 and bf16"), std::string::npos)
+        << onDevice.status().message();
+    return;
+  }
   ASSERT_TRUE(onDevice.isOk()) << onDevice.status().message();
   onDevice.value()->setPoison(true);
   EXPECT_EQ(onDevice.value()->weightBytes(), fromFile.value()->weightBytes());
@@ -608,6 +630,9 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
   }
 }
 
+// k3-tiny-mxfp4: MXFP4 routed experts on both targets (random weights
+// quantised to MXFP4): the GPU decode steps' routed-expert kernels decode
+// the bytes in registers, the CPU in its loops.
 // k3-tiny: 300 tokens = one 256-token GPU prefill step + 44 decode steps
 // (CPU: four 64-token steps + 44); k3-mini: 70 = one 64-token step + 6.
 // k3-tiny-kda: k3-tiny with the generated KDA kernels (--gpu-kda-kernels)
@@ -621,6 +646,7 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                          ::testing::Values(ModelCase{"k3-tiny", 300, 6},
                                            ModelCase{"k3-tiny-f32", 300, 6},
+                                           ModelCase{"k3-tiny-mxfp4", 300, 6},
                                            ModelCase{"k3-mini", 70, 3},
                                            ModelCase{"k3-tiny-kda", 300, 6, 0,
                                                      "k3-tiny"},

@@ -468,18 +468,13 @@ int main(int argc, char **argv) {
     options.activations = NumericType::F32;
   if (gpu) {
     // The GPU kernels read f32 activations, weights at --weights (bf16 or
-    // f32, widened in registers or before a cuBLASLt product), and dense
-    // experts (into which the runtime dequantises an MXFP4 checkpoint at
-    // load).
+    // f32, widened in registers or before a cuBLASLt product), and routed
+    // experts at their stored type: dense, or MXFP4 bytes decoded where the
+    // kernels read them.
     if (options.activations != NumericType::F32)
       return fail("--activations bf16: the sm_90a target's kernels compute "
                   "on f32 activations only (use --activations f32, or "
                   "--target cpu)");
-    if (mxfp4Experts.getNumOccurrences() && mxfp4Experts)
-      return fail("--mxfp4-experts: the sm_90a target's expert kernels read "
-                  "dense weights only; the runtime dequantises an MXFP4 "
-                  "checkpoint into them at load (leave --mxfp4-experts out)");
-    options.mxfp4Experts = false;
   }
   // Data-parallel groups: the outer grid axis under --strategy dp.
   int64_t dataParallel = 1;

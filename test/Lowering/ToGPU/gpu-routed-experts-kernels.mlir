@@ -138,12 +138,36 @@ func.func @bf16_experts(%z: tensor<1x128xf32>, %w: tensor<1x4xf32>, %i: tensor<1
 
 // -----
 
-func.func @mxfp4(%z: tensor<1x32xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
-                 %g: tensor<16x64x32xf4E2M1FN>, %u: tensor<16x64x32xf4E2M1FN>, %d: tensor<16x32x64xf4E2M1FN>,
-                 %gs: tensor<16x64x1xf8E8M0FNU>, %us: tensor<16x64x1xf8E8M0FNU>, %ds: tensor<16x32x2xf8E8M0FNU>) -> tensor<1x32xf32> {
-  // expected-remark @+1 {{MXFP4 experts (scale operands) are not read by the kernels}}
-  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<1x32xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x32xf4E2M1FN>, tensor<16x64x32xf4E2M1FN>, tensor<16x32x64xf4E2M1FN>, tensor<16x64x1xf8E8M0FNU>, tensor<16x64x1xf8E8M0FNU>, tensor<16x32x2xf8E8M0FNU>) -> tensor<1x32xf32>
-  return %r : tensor<1x32xf32>
+// MXFP4 experts (the K3 release's) are read as their bytes: each table is
+// two i8 buffers, the packed codes (half the values) and one E8M0 scale per
+// 32 values. A lane reads a 4-byte word of 8 codes and its block's scale,
+// builds each code as f32 bits (magnitude to bits 24..22, sign to 31),
+// multiplies by 2^126 and by the scale, and takes two 16-byte loads of the
+// f32 vector. Hidden 256 and inner 64: gate/up rows are one chunk of 256
+// values; down rows of 64 one masked chunk.
+// CHECK-LABEL: func.func @mxfp4
+// CHECK-COUNT-6: builtin.unrealized_conversion_cast
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up {{.*}} args(%{{.*}} : memref<256xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<131072xi8>, %{{.*}} : memref<8192xi8>, %{{.*}} : memref<131072xi8>, %{{.*}} : memref<8192xi8>, %{{.*}} : memref<256xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down {{.*}} args(%{{.*}} : memref<256xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4xf32>, %{{.*}} : memref<131072xi8>, %{{.*}} : memref<8192xi8>, %{{.*}} : memref<256xf32>)
+// CHECK: gpu.func @routed_experts_0_gate_up
+// CHECK: vector.load {{.*}} : memref<131072xi8{{.*}}>, vector<4xi8>
+// CHECK: vector.bitcast {{.*}} : vector<4xi8> to vector<1xi32>
+// CHECK: memref.load {{.*}} : memref<8192xi8
+// CHECK: arith.constant 4194304 : i32
+// CHECK: arith.constant 8.50705917E+37 : f32
+// CHECK-COUNT-8: arith.bitcast {{.*}} : i32 to f32
+// CHECK: vector.from_elements {{.*}} : vector<8xf32>
+// CHECK: vector.load {{.*}} : memref<256xf32{{.*}}>, vector<8xf32>
+// CHECK: vector.fma {{.*}} : vector<8xf32>
+// CHECK: gpu.func @routed_experts_0_down
+// CHECK: arith.cmpi ult
+// CHECK: vector.load {{.*}}, vector<4xi8>
+// CHECK: arith.select {{.*}} vector<8xf32>
+func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                 %g: tensor<16x64x256xf4E2M1FN>, %u: tensor<16x64x256xf4E2M1FN>, %d: tensor<16x256x64xf4E2M1FN>,
+                 %gs: tensor<16x64x8xf8E8M0FNU>, %us: tensor<16x64x8xf8E8M0FNU>, %ds: tensor<16x256x2xf8E8M0FNU>) -> tensor<1x256xf32> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<1x256xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x256xf4E2M1FN>, tensor<16x64x256xf4E2M1FN>, tensor<16x256x64xf4E2M1FN>, tensor<16x64x8xf8E8M0FNU>, tensor<16x64x8xf8E8M0FNU>, tensor<16x256x2xf8E8M0FNU>) -> tensor<1x256xf32>
+  return %r : tensor<1x256xf32>
 }
 
 // -----
