@@ -672,7 +672,10 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     GPU shim forwards it to the runtime, which runs `C += A B` with cuBLASLt
     on the model's stream (runtime/cuda/cublaslt.h). Everything else stays
     for the loop-to-kernel mapping. `precision` chooses exact f32 products
-    (`f32`, default) or TF32 tensor cores with f32 accumulation (`tf32`).
+    (`f32`, default) or TF32 tensor cores with f32 accumulation (`tf32`)
+    for f32 operands. Two bf16 operands run on bf16 tensor cores as they
+    are (call precision 2: A and B bf16 buffers, C f32, f32 accumulation;
+    their products are exact).
     `flags` bit 0 is set when m, n, k and the batch are compile-time
     constants: such a product recurs with the same shape on every call, so
     the runtime chooses its cuBLASLt algorithm by timing the heuristic's
@@ -681,7 +684,13 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     pick. A bf16 input (a weight at its stored type, the activations being
     f32) is first widened into a new f32 buffer of its shape by a generic
     (one kernel), which the call reads and which is freed after it: exact,
-    and alive for one product only. Bit 1 says the product overwrites C
+    and alive for one product only. With `bf16-weight-products` it goes the
+    other way round: the f32 operand (the activations) is rounded into a new
+    bf16 buffer (to nearest even, freed after the call), and the bf16
+    weight is read as it is, at half the bytes and twice TF32's tensor-core
+    rate (precision 2). That rounds the activations where they enter a
+    weight's product, as bf16 activations do; products of two f32 operands
+    (attention and KDA internals) keep `precision`. Bit 1 says the product overwrites C
     (`C = A B`): the
     `linalg.fill` of +0.0 into C that bufferization leaves before it (the
     closest earlier op that writes memory or uses C) is erased, and
@@ -748,7 +757,12 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
-           "Matrix products in exact f32 (f32) or on TF32 tensor cores (tf32)">,
+           "Products of f32 operands in exact f32 (f32) or on TF32 tensor "
+           "cores (tf32)">,
+    Option<"bf16WeightProducts", "bf16-weight-products", "bool", "false",
+           "A bf16 weight's product with f32 activations rounds the "
+           "activations to bf16 and runs on bf16 tensor cores (else the "
+           "weight is widened to f32)">,
     Option<"gemvMaxM", "gemv-max-m", "int64_t", "0",
            "Products of at most this many static rows of A (1..8) run as the "
            "generated GEMV kernel; 0: all through cuBLASLt">,

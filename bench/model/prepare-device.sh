@@ -16,13 +16,14 @@ cmake --build "$build" -j "$(nproc)" --target kimi-compile kimi-bench-model \
   kimi-gpu-model-tests kimi-gpu-blas-tests kimi-gpu-kernel-tests kimi-run \
   kimi-runtime-cuda-tests kimi-k3-tiny-gpu-artifacts kimi-k3-tiny-f32-gpu-artifacts kimi-k3-mini-gpu-artifacts \
   kimi-k3-tiny-kda-gpu-artifacts kimi-mla-gpu-artifacts
-mkdir -p "$out/models" "$out/kda" "$out/attn_res"
+mkdir -p "$out/models" "$out/kda" "$out/attn_res" "$out/moe"
 cp "$build/bin/kimi-bench-model" "$build/bin/kimi-run" "$out/"
 cp "$build/test/gpu/kimi-gpu-model-tests" "$build/test/gpu/kimi-gpu-blas-tests" \
   "$build/test/gpu/kimi-gpu-kernel-tests" \
   "$build/test/runtime/kimi-runtime-cuda-tests" "$out/"
 cp "$build"/test/gpu/kda/*.kimi "$out/kda/"
 cp "$build"/test/gpu/attn_res/*.kimi "$out/attn_res/"
+cp "$build"/test/gpu/moe/*.kimi "$out/moe/"
 cp -L "$build/runtime/libkimi_runtime.so.0" "$out/"
 cp "$build"/test/gpu/models/k3-tiny-*.kimi "$build"/test/gpu/models/k3-mini-*.kimi \
   "$out/models/"
@@ -60,5 +61,6 @@ if [ $kl48 = 1 ]; then
 fi
 # Artifacts are mostly PTX text: compressed they travel at an eighth of the
 # size (the device call carries 64 MiB at most); run-device.sh unpacks them.
-gzip -f "$out"/*.kimi "$out"/models/*.kimi "$out"/kda/*.kimi "$out"/attn_res/*.kimi
+gzip -f "$out"/*.kimi "$out"/models/*.kimi "$out"/kda/*.kimi "$out"/attn_res/*.kimi \
+  "$out"/moe/*.kimi
 du -sh "$out"

@@ -946,28 +946,32 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     }
   }
 
-  /// `buffer` as f32: itself, or a new buffer of its shape that a generic
-  /// fills with its values widened (a bf16 weight before a cuBLASLt
-  /// product of f32 activations: exact, and freed after the product).
-  static Value widenToF32(OpBuilder &b, Location loc, Value buffer,
-                          SmallVector<Value> &temporaries) {
+  /// `buffer` at element type `to`: itself, or a new buffer of its shape
+  /// that a generic fills with its values converted (a bf16 weight widened
+  /// before an f32 product, exact; f32 activations rounded to nearest even
+  /// before a bf16 product), freed after the product.
+  static Value convertOperand(OpBuilder &b, Location loc, Value buffer,
+                              Type to, SmallVector<Value> &temporaries) {
     auto type = cast<MemRefType>(buffer.getType());
-    if (type.getElementType().isF32())
+    if (type.getElementType() == to)
       return buffer;
     SmallVector<Value> dynamic;
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (type.isDynamicDim(d))
         dynamic.push_back(memref::DimOp::create(b, loc, buffer, d));
     auto wide = memref::AllocOp::create(
-        b, loc, MemRefType::get(type.getShape(), b.getF32Type()), dynamic);
+        b, loc, MemRefType::get(type.getShape(), to), dynamic);
     AffineMap id = b.getMultiDimIdentityMap(type.getRank());
     linalg::GenericOp::create(
         b, loc, ValueRange{buffer}, ValueRange{wide.getResult()},
         ArrayRef<AffineMap>{id, id},
         SmallVector<utils::IteratorType>(type.getRank(),
                                          utils::IteratorType::parallel),
-        [](OpBuilder &nb, Location nl, ValueRange args) {
-          Value v = arith::ExtFOp::create(nb, nl, nb.getF32Type(), args[0]);
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value v = to.getIntOrFloatBitWidth() >
+                            args[0].getType().getIntOrFloatBitWidth()
+                        ? Value(arith::ExtFOp::create(nb, nl, to, args[0]))
+                        : Value(arith::TruncFOp::create(nb, nl, to, args[0]));
           linalg::YieldOp::create(nb, nl, v);
         });
     temporaries.push_back(wide);
@@ -979,16 +983,34 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     Location loc = op.getLoc();
     b.setInsertionPoint(op);
     SmallVector<Value> temporaries;
-    Value inA = widenToF32(b, loc, op.getDpsInputs()[0], temporaries);
-    Value inB = widenToF32(b, loc, op.getDpsInputs()[1], temporaries);
+    // The operands at the product's type, C f32. Two bf16 operands run as
+    // they are on bf16 tensor cores (their products are exact in f32, the
+    // sums f32), and so does a bf16 weight with f32 activations rounded to
+    // bf16 under bf16-weight-products; otherwise a bf16 operand is widened
+    // and the product is f32 or TF32.
+    auto isBf16 = [](Value v) {
+      return cast<MemRefType>(v.getType()).getElementType().isBF16();
+    };
+    const unsigned bf16Operands =
+        isBf16(op.getDpsInputs()[0]) + isBf16(op.getDpsInputs()[1]);
+    const bool bf16Product =
+        bf16Operands == 2 || (bf16Operands == 1 && bf16WeightProducts);
+    Type operandType =
+        bf16Product ? Type(b.getBF16Type()) : Type(b.getF32Type());
+    Value inA = convertOperand(b, loc, op.getDpsInputs()[0], operandType,
+                               temporaries);
+    Value inB = convertOperand(b, loc, op.getDpsInputs()[1], operandType,
+                               temporaries);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value four = arith::ConstantIndexOp::create(b, loc, 4);
     // (address, stride per loop dim) of one operand.
     auto describe = [&](Value memref, AffineMap map,
                         SmallVector<Value> &strides) -> Value {
       auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
       Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
-      Value offset = arith::MulIOp::create(b, loc, meta.getOffset(), four);
+      Value elementBytes = arith::ConstantIndexOp::create(
+          b, loc,
+          cast<MemRefType>(memref.getType()).getElementTypeBitWidth() / 8);
+      Value offset = arith::MulIOp::create(b, loc, meta.getOffset(), elementBytes);
       strides.assign(op.getNumLoops(), zero);
       for (unsigned r = 0; r < map.getNumResults(); ++r)
         strides[map.getDimPosition(r)] = meta.getStrides()[r];
@@ -1009,7 +1031,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     auto batchStride = [&](SmallVector<Value> &s) {
       return c.batch ? s[*c.batch] : zero;
     };
-    Value prec = arith::ConstantIndexOp::create(b, loc, precision == "tf32");
+    Value prec = arith::ConstantIndexOp::create(
+        b, loc, bf16Product ? 2 : precision == "tf32" ? 1 : 0);
     // Flags (docs/runtime-abi.md). Sizes known here recur on every call: the
     // runtime times cuBLASLt's candidates for them once; a size that depends
     // on the data or the cache length would be timed at every new value.

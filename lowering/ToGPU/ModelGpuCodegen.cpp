@@ -346,6 +346,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     if (options.gemmCalls) {
       kimi::KimiGpuGemmCallsOptions gemm;
       gemm.precision = options.matmulPrecision;
+      gemm.bf16WeightProducts = options.bf16WeightProducts;
       gemm.gemvMaxM = options.gemvMaxM;
       gemm.gemvMaxGroup = options.gemvMaxGroup;
       gemm.gemvEpilogues = options.gemvEpilogues;

@@ -80,6 +80,9 @@ struct ModelGpuCodegenOptions {
   bool gemvEpilogues = true;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
+  /// A bf16 weight's cuBLASLt product rounds the f32 activations to bf16
+  /// (bf16 tensor cores) instead of widening the weight.
+  bool bf16WeightProducts = false;
   /// Every kernel begins by waiting for its predecessor's grid
   /// (kimi-gpu-grid-dependencies), so that the runtime may launch it with
   /// programmatic dependent launch and overlap its launch with the tail of

@@ -11,7 +11,7 @@ namespace kimi::rt {
 namespace {
 // Values from cublasLt.h / cublas_api.h / library_types.h (CUDA 12 and 13).
 constexpr int kComputeF32 = 68, kComputeF32FastTf32 = 77;
-constexpr int kDataF32 = 0;
+constexpr int kDataF32 = 0, kDataBf16 = 14; // cudaDataType_t
 constexpr int kDescTransA = 3, kDescTransB = 4;
 constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kPrefMaxWorkspace = 1;
@@ -231,7 +231,14 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
   auto p = std::make_unique<Plan>();
   p->swap = swap;
   Api &a = *api_;
+  if (in.precision < 0 || in.precision > 2)
+    return invalidArgument("GPU matrix product " + shapeOf(in) + ": precision " +
+                           std::to_string(in.precision) +
+                           " (0 f32, 1 TF32, 2 bf16 operands)");
   int compute = in.precision == 1 ? kComputeF32FastTf32 : kComputeF32;
+  // Precision 2: A and B are bf16 buffers (tensor cores, f32 accumulation
+  // and an f32 C); otherwise all three are f32.
+  const int operandType = in.precision == 2 ? kDataBf16 : kDataF32;
   if (a.descCreate(&p->desc, compute, kDataF32))
     return executionError("cublasLtMatmulDescCreate failed");
   int32_t ta = aT ? kOpT : kOpN, tb = bT ? kOpT : kOpN;
@@ -241,7 +248,8 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
                               {cRows, cCols, ldc}};
   const int64_t batchStrides[3] = {g.aBatch, g.bBatch, g.cBatch};
   for (int i = 0; i < 3; ++i) {
-    if (a.layoutCreate(&p->layouts[i], kDataF32, uint64_t(dims[i][0]),
+    if (a.layoutCreate(&p->layouts[i], i < 2 ? operandType : kDataF32,
+                       uint64_t(dims[i][0]),
                        uint64_t(dims[i][1]), dims[i][2]))
       return executionError("cublasLtMatrixLayoutCreate failed for " +
                             shapeOf(in));

@@ -37,14 +37,16 @@
 
 namespace kimi::rt {
 
-/// One (batched) f32 product, strides in elements.
+/// One (batched) product with an f32 C, strides in elements; A and B are
+/// f32, or bf16 with precision 2.
 struct GemmF32 {
   cuda::CUdeviceptr a = 0, b = 0, c = 0;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t aM = 0, aK = 0, aBatch = 0;
   int64_t bK = 0, bN = 0, bBatch = 0;
   int64_t cM = 0, cN = 0, cBatch = 0;
-  /// 0: exact f32 products; 1: TF32 tensor cores (f32 accumulation).
+  /// 0: exact f32 products; 1: TF32 tensor cores (f32 accumulation);
+  /// 2: A and B are bf16 (tensor cores, f32 accumulation, C f32).
   int32_t precision = 0;
   /// The sizes are compile-time constants: the algorithm is chosen by timing.
   bool tune = false;

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/cublaslt.h"
+#include "runtime/weights/float_convert.h"
 #include "test/runtime/TestGpu.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <random>
 
@@ -57,6 +59,23 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   for (float &x : a) x = u(rng);
   for (float &x : b) x = u(rng);
   for (float &x : cv) x = u(rng);
+  // Precision 2 reads bf16 A and B: the reference takes the rounded values.
+  const bool bf16 = c.precision == 2;
+  const size_t operandBytes = bf16 ? 2 : 4;
+  auto operandBytesOf = [&](std::vector<float> &v) {
+    std::vector<uint8_t> bytes(v.size() * operandBytes);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (bf16) {
+        uint16_t h = f32ToBf16(v[i]);
+        v[i] = bf16ToF32(h);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      } else {
+        std::memcpy(bytes.data() + 4 * i, &v[i], 4);
+      }
+    }
+    return bytes;
+  };
+  const std::vector<uint8_t> aBytes = operandBytesOf(a), bBytes = operandBytesOf(b);
 
   GemmF32 g;
   g.m = c.m, g.n = c.n, g.k = c.k, g.batch = c.batch;
@@ -70,15 +89,15 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   g.cM = c.cRowMajor ? c.n : 1, g.cN = c.cRowMajor ? 1 : c.m, g.cBatch = cSize;
 
   // k = 0 leaves A and B empty: allocate a word anyway.
-  auto da = DeviceBuffer::allocate(dev, std::max<size_t>(a.size(), 1) * 4);
-  auto db = DeviceBuffer::allocate(dev, std::max<size_t>(b.size(), 1) * 4);
+  auto da = DeviceBuffer::allocate(dev, std::max<size_t>(aBytes.size(), 4));
+  auto db = DeviceBuffer::allocate(dev, std::max<size_t>(bBytes.size(), 4));
   auto dc = DeviceBuffer::allocate(dev, cv.size() * 4);
   ASSERT_TRUE(da.isOk() && db.isOk() && dc.isOk());
   if (!a.empty()) {
-    ASSERT_TRUE(da->upload(a.data(), a.size() * 4).isOk());
+    ASSERT_TRUE(da->upload(aBytes.data(), aBytes.size()).isOk());
   }
   if (!b.empty()) {
-    ASSERT_TRUE(db->upload(b.data(), b.size() * 4).isOk());
+    ASSERT_TRUE(db->upload(bBytes.data(), bBytes.size()).isOk());
   }
   ASSERT_TRUE(dc->upload(cv.data(), cv.size() * 4).isOk());
   g.a = da->address(), g.b = db->address(), g.c = dc->address();
@@ -128,6 +147,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"batched", 16, 24, 40, 5, true, true, true, false, 0},
         Case{"batched_broadcast_b", 16, 24, 40, 3, true, false, true, true, 0},
         Case{"tf32", 128, 128, 256, 1, true, false, true, false, 1},
+        // bf16 A and B (precision 2), f32 C: exact products, f32 sums.
+        Case{"bf16", 128, 96, 256, 1, true, false, true, false, 2},
+        Case{"bf16_decode_m1", 1, 2048, 512, 1, true, false, true, false, 2},
+        Case{"bf16_tuned_batched", 64, 48, 96, 4, true, true, true, false, 2, true},
+        Case{"bf16_col_col_col", 40, 24, 64, 1, false, false, false, false, 2},
         Case{"tuned_f32", 96, 80, 200, 1, true, false, true, false, 0, true},
         Case{"tuned_tf32", 512, 384, 1024, 1, true, false, true, false, 1, true},
         Case{"tuned_decode_m1", 1, 2048, 512, 1, true, false, true, false, 1, true},

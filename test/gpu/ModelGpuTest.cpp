@@ -74,7 +74,9 @@ struct ModelCase {
   int decode;  // decode steps after it
   /// Bound on the median row's relative error against the CPU target (f32).
   double medianRowBound = 1e-4;
-  /// Cases whose GPU code rounds inside (the KDA kernels' bf16 tensor-core
+  /// The rounding floor: a CPU artifact whose distance from this case's CPU
+  /// artifact bounds the GPU's (twice it). Cases whose GPU code rounds
+  /// inside (the KDA kernels' bf16 tensor-core
   /// operands) against a CPU reference with only their I/O rounding
   /// (--kda-bf16-io): random-weight models amplify a rounding of a few
   /// 1e-3 to logits differences of 0.2-0.3 (routing flips, norms), so no
@@ -630,6 +632,10 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
   }
 }
 
+// k3-tiny-bw: --gpu-bf16-weight-products (the activations entering a bf16
+// weight's cuBLASLt product rounded to bf16) against the f32 CPU artifact,
+// within twice what bf16 activations change on the CPU (k3-tiny-a16);
+// every expert for every token (top-k = E), so routing cannot flip.
 // k3-tiny-mxfp4: MXFP4 routed experts on both targets (random weights
 // quantised to MXFP4): the GPU decode steps' routed-expert kernels decode
 // the bytes in registers, the CPU in its loops.
@@ -647,6 +653,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                          ::testing::Values(ModelCase{"k3-tiny", 300, 6},
                                            ModelCase{"k3-tiny-f32", 300, 6},
                                            ModelCase{"k3-tiny-mxfp4", 300, 6},
+                                           ModelCase{"k3-tiny-bw", 300, 6, 0,
+                                                     "k3-tiny-a16"},
                                            ModelCase{"k3-mini", 70, 3},
                                            ModelCase{"k3-tiny-kda", 300, 6, 0,
                                                      "k3-tiny"},

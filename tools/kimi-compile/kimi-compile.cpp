@@ -236,10 +236,17 @@ cl::list<std::string> strategy(
     cl::CommaSeparated, cl::value_desc("tp,ep,dp,sp"), cl::cat(category));
 cl::opt<std::string> gpuMatmulPrecision(
     "gpu-matmul-precision",
-    cl::desc("--target sm_90a models: matrix products through cuBLASLt in "
-             "exact f32 (f32, default) or on TF32 tensor cores with f32 "
-             "accumulation (tf32)"),
+    cl::desc("--target sm_90a models: matrix products of f32 operands "
+             "through cuBLASLt in exact f32 (f32, default) or on TF32 tensor "
+             "cores with f32 accumulation (tf32)"),
     cl::init("f32"), cl::cat(category));
+cl::opt<bool> gpuBf16WeightProducts(
+    "gpu-bf16-weight-products",
+    cl::desc("--target sm_90a models: a cuBLASLt product of a bf16 weight "
+             "and f32 activations rounds the activations to bf16 and runs "
+             "on bf16 tensor cores with f32 accumulation (default off: the "
+             "weight is widened to f32, exactly)"),
+    cl::init(false), cl::cat(category));
 cl::opt<bool> gpuCublas(
     "gpu-cublas",
     cl::desc("--target sm_90a models: run plain matrix products through the "
@@ -458,6 +465,20 @@ int main(int argc, char **argv) {
   // type a target cannot run is refused, naming the target, never ignored.
   bool cpu = emit != Emit::Kimi;
   bool gpu = cpu && target == Target::Sm90a;
+  // The GPU model options shape sm_90a code only: elsewhere they are
+  // refused rather than ignored.
+  if (!gpu)
+    for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+             &gpuMatmulPrecision, &gpuBf16WeightProducts, &gpuCublas,
+             &gpuFuseElementwise, &gpuKdaKernels, &gpuMlaKernels,
+             &gpuMlaDecodeKernels, &gpuTokenwiseKernels, &gpuGridDependencies,
+             &gpuGemvMaxM, &gpuGemvMaxGroup, &gpuGemvEpilogues,
+             &gpuReductionUnroll})
+      if (o->getNumOccurrences())
+        return fail("--" + o->ArgStr.str() +
+                    " applies to models compiled for --target sm_90a (here: " +
+                    (target == Target::Sm90a ? "--emit=kimi" : "--target cpu") +
+                    ")");
   ImportOptions options;
   options.activations = activations.getValue();
   options.weights = weights.getValue();
@@ -550,6 +571,7 @@ int main(int argc, char **argv) {
         return fail("--gpu-matmul-precision must be f32 or tf32, got '" +
                     gpuMatmulPrecision + "'");
       codegen.matmulPrecision = gpuMatmulPrecision;
+      codegen.bf16WeightProducts = gpuBf16WeightProducts;
       codegen.kdaKernels = gpuKdaKernels;
       codegen.mlaKernels = gpuMlaKernels;
       codegen.mlaDecodeKernels = gpuMlaDecodeKernels;

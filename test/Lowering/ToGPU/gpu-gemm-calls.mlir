@@ -1,5 +1,6 @@
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls | FileCheck %s
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=precision=tf32 | FileCheck %s --check-prefix=TF32
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-gemm-calls=bf16-weight-products=true | FileCheck %s --check-prefix=BF16
 
 // A row-major matmul: strides from the buffers' metadata, batch 1.
 // CHECK-LABEL: func.func @matmul
@@ -12,6 +13,10 @@
 // The next-to-last argument selects TF32 tensor cores (1) over exact f32 (0).
 // TF32-LABEL: func.func @matmul
 // TF32: call @kimi_gpu_gemm_f32({{.*}}, %c1{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+// bf16-weight-products leaves a product of two f32 operands as it is.
+// BF16-LABEL: func.func @matmul
+// BF16-NOT: memref.alloc
+// BF16: call @kimi_gpu_gemm_f32({{.*}}, %c0{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
 func.func @matmul(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>) {
   linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
   return
@@ -67,7 +72,7 @@ func.func @decode_linear(%x: memref<1x1x64xf32>, %w: memref<32x64xf32>, %o: memr
 #dw = affine_map<(t, e, d, i) -> (e, d, i)>
 #y = affine_map<(t, e, d, i) -> (t, e, d)>
 // CHECK-LABEL: func.func @batched
-// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c4{{.*}}, %c16, %c8, %c3, %strides#0, %strides#2, %strides#1, %strides_3#2, %strides_3#1, %strides_3#0, %strides_8#0, %strides_8#2, %strides_8#1,
+// CHECK: call @kimi_gpu_gemm_f32(%{{.*}}, %{{.*}}, %{{.*}}, %c4{{.*}}, %c16, %c8, %c3, %strides#0, %strides#2, %strides#1, %strides_3#2, %strides_3#1, %strides_3#0, %strides_{{[0-9]+}}#0, %strides_{{[0-9]+}}#2, %strides_{{[0-9]+}}#1,
 func.func @batched(%h: memref<4x3x8xf32>, %w: memref<3x16x8xf32>, %y: memref<4x3x16xf32>) {
   linalg.generic {indexing_maps = [#h, #dw, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
       ins(%h, %w : memref<4x3x8xf32>, memref<3x16x8xf32>) outs(%y : memref<4x3x16xf32>) {
@@ -224,6 +229,20 @@ func.func @fills_kept(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x
 // CHECK: memref.extract_aligned_pointer_as_index %[[WIDE]]
 // CHECK: call @kimi_gpu_gemm_f32
 // CHECK-NEXT: memref.dealloc %[[WIDE]] : memref<32x64xf32>
+// With bf16-weight-products the weight is read as it is and the activations
+// are rounded to bf16 (to nearest even, a new buffer freed after the call):
+// precision 2, byte offsets at 2 bytes an element.
+// BF16-LABEL: func.func @linear_bf16_weight
+// BF16: %[[RX:.*]] = memref.alloc() : memref<1x8x64xbf16>
+// BF16: arith.truncf %{{.*}} : f32 to bf16
+// BF16-NOT: memref.alloc
+// BF16: memref.extract_strided_metadata %[[RX]]
+// BF16: memref.extract_aligned_pointer_as_index %[[RX]]
+// BF16: arith.muli %{{.*}}, %c2{{(_[0-9]+)?}} : index
+// BF16: memref.extract_aligned_pointer_as_index %arg1
+// BF16: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+// BF16-NEXT: memref.dealloc %[[RX]] : memref<1x8x64xbf16>
+// BF16-NOT: memref.dealloc
 func.func @linear_bf16_weight(%x: memref<1x8x64xf32>, %w: memref<32x64xbf16>, %o: memref<1x8x32xf32>) {
   linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<1x8x64xf32>, memref<32x64xbf16>) outs(%o : memref<1x8x32xf32>) {
@@ -250,15 +269,18 @@ func.func @matmul_bf16_out(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memr
 
 // -----
 
-// Both inputs bf16: both widened, both freed after the call.
+// Both inputs bf16: read as they are on bf16 tensor cores (precision 2;
+// their products are exact in f32), nothing converted, whatever the options.
 // CHECK-LABEL: func.func @matmul_bf16_inputs
-// CHECK: %[[WA:.*]] = memref.alloc() : memref<8x16xf32>
-// CHECK: linalg.generic {{.*}} ins(%arg0 : memref<8x16xbf16>) outs(%[[WA]] : memref<8x16xf32>)
-// CHECK: %[[WB:.*]] = memref.alloc() : memref<16x32xf32>
-// CHECK: linalg.generic {{.*}} ins(%arg1 : memref<16x32xbf16>) outs(%[[WB]] : memref<16x32xf32>)
-// CHECK: call @kimi_gpu_gemm_f32
-// CHECK-NEXT: memref.dealloc %[[WA]]
-// CHECK-NEXT: memref.dealloc %[[WB]]
+// CHECK-NOT: memref.alloc
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+// BF16-LABEL: func.func @matmul_bf16_inputs
+// BF16-NOT: memref.alloc
+// BF16: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+// BF16-NOT: memref.dealloc
+// BF16: return
 func.func @matmul_bf16_inputs(%a: memref<8x16xbf16>, %b: memref<16x32xbf16>, %c: memref<8x32xf32>) {
   linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x32xbf16>) outs(%c : memref<8x32xf32>)
   return
