@@ -109,12 +109,12 @@ mlir::gpu::GPUFuncOp emitRoutedGateUpKernel(OpBuilder &b, Location loc,
   const int64_t T = s.tokens, K = s.topK, E = s.experts, I = s.inner,
                 W = s.width, R = kGateUpRows;
   Type f32 = b.getF32Type();
-  SmallVector<Type> args = {kimi::gpu::flatMemRef(f32, T * W),
-                            kimi::gpu::flatMemRef(b.getIntegerType(s.idBits), T * K)};
+  SmallVector<Type> args = {flatMemRef(f32, T * W),
+                            flatMemRef(b.getIntegerType(s.idBits), T * K)};
   addTable(b, s, args, E * I * W);
   addTable(b, s, args, E * I * W);
-  args.push_back(kimi::gpu::flatMemRef(f32, T * K * I));
-  kimi::gpu::GPUFuncOpAndEmitter k(b, loc, module, name, args,
+  args.push_back(flatMemRef(f32, T * K * I));
+  GPUFuncOpAndEmitter k(b, loc, module, name, args,
                                    {static_cast<int32_t>(kThreads), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
@@ -144,11 +144,11 @@ mlir::gpu::GPUFuncOp emitRoutedGateUpKernel(OpBuilder &b, Location loc,
     dots[R + r] = {up, base, 0, upScales};
   }
   SmallVector<WarpDotVector> x = {{z, e.mul(token, e.idx(W))}};
-  SmallVector<Value> partial = kimi::gpu::emitWarpDotPartials(
+  SmallVector<Value> partial = emitWarpDotPartials(
       e, x, dots, W, kPiecesInFlight / (2 * R + 1));
   for (int64_t r = 0; r < R; ++r) {
-    Value g = kimi::gpu::emitWarpTotal(e, partial[r]);
-    Value u = kimi::gpu::emitWarpTotal(e, partial[R + r]);
+    Value g = emitWarpTotal(e, partial[r]);
+    Value u = emitWarpTotal(e, partial[R + r]);
     Value act = s.situ ? lowering::situ(b, loc, g, u, s.beta, s.linearBeta)
                        : lowering::siluGlu(b, loc, g, u);
     auto mine = scf::IfOp::create(
@@ -170,12 +170,12 @@ mlir::gpu::GPUFuncOp emitRoutedDownKernel(OpBuilder &b, Location loc,
   const int64_t T = s.tokens, K = s.topK, E = s.experts, I = s.inner,
                 W = s.width, Q = s.slotsPerWarp();
   Type f32 = b.getF32Type();
-  SmallVector<Type> args = {kimi::gpu::flatMemRef(f32, T * K * I),
-                            kimi::gpu::flatMemRef(b.getIntegerType(s.idBits), T * K),
-                            kimi::gpu::flatMemRef(f32, T * K)};
+  SmallVector<Type> args = {flatMemRef(f32, T * K * I),
+                            flatMemRef(b.getIntegerType(s.idBits), T * K),
+                            flatMemRef(f32, T * K)};
   addTable(b, s, args, E * W * I);
-  args.push_back(kimi::gpu::flatMemRef(f32, T * W));
-  kimi::gpu::GPUFuncOpAndEmitter k(b, loc, module, name, args,
+  args.push_back(flatMemRef(f32, T * W));
+  GPUFuncOpAndEmitter k(b, loc, module, name, args,
                                    {static_cast<int32_t>(kThreads), 1, 1});
   KernelEmitter &e = k.e;
   Block &body = k.func.getBody().front();
@@ -203,7 +203,7 @@ mlir::gpu::GPUFuncOp emitRoutedDownKernel(OpBuilder &b, Location loc,
     dots.push_back({down, e.mul(e.add(expertBase, col), e.idx(I)),
                     static_cast<unsigned>(q), downScales});
   }
-  SmallVector<Value> partial = kimi::gpu::emitWarpDotPartials(
+  SmallVector<Value> partial = emitWarpDotPartials(
       e, vectors, dots, I, std::max<int64_t>(1, kPiecesInFlight / (2 * Q)));
   // Per lane: sum over the slots of weight_j * (this lane's share of
   // down[e_j, d] . h[t, j]); a butterfly totals the warp's slots.
@@ -213,7 +213,7 @@ mlir::gpu::GPUFuncOp emitRoutedDownKernel(OpBuilder &b, Location loc,
         b, loc, vector::CombiningKind::ADD, partial[q]);
     acc = e.fadd(acc, e.select(valid[q], e.fmul(weight[q], lanePart), e.f32(0.0)));
   }
-  Value warpTotal = kimi::gpu::emitWarpTotal(e, acc);
+  Value warpTotal = emitWarpTotal(e, acc);
   {
     auto first = scf::IfOp::create(b, loc, e.eq(lane, e.idx(0)), false);
     OpBuilder::InsertionGuard guard(b);
@@ -324,15 +324,10 @@ FailureOr<GpuEntryPlan> planRoutedExpertsEntry(RoutedExpertsOp op,
                         down = table("down", W, I);
   uint32_t out = pb.add("out", BufferKind::kOutput, f32, {T, W});
   uint32_t h = pb.add("h", BufferKind::kTemporary, f32, {T, K, I});
-  std::vector<uint32_t> gateUpArgs = {x, ids};
-  gateUpArgs.insert(gateUpArgs.end(), gate.begin(), gate.end());
-  gateUpArgs.insert(gateUpArgs.end(), up.begin(), up.end());
-  gateUpArgs.push_back(h);
-  std::vector<uint32_t> downArgs = {h, ids, weights};
-  downArgs.insert(downArgs.end(), down.begin(), down.end());
-  downArgs.push_back(out);
-  pb.launch("gate_up", routedGateUpGrid(s), kThreads, gateUpArgs);
-  pb.launch("down", routedDownGrid(s), kThreads, downArgs);
+  pb.launch("gate_up", routedGateUpGrid(s), kThreads,
+            routedGateUpArgs<uint32_t>(x, ids, gate, up, h));
+  pb.launch("down", routedDownGrid(s), kThreads,
+            routedDownArgs<uint32_t>(h, ids, weights, down, out));
   GpuEntryPlan &plan = pb.plan;
   plan.summary = "routed_experts: " + std::to_string(T) + " tokens, top " +
                  std::to_string(K) + " of " + std::to_string(E) + " experts " +

@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <optional>
+#include <vector>
 #include <string>
 
 namespace kimi::gpu {
@@ -67,6 +68,25 @@ mlir::gpu::GPUFuncOp emitRoutedDownKernel(mlir::OpBuilder &b, mlir::Location loc
                                           llvm::StringRef name,
                                           const RoutedExpertsSpec &s);
 inline constexpr int64_t kRoutedExpertsThreads = 128;
+/// The kernels' arguments in order, from the operands (IR values or buffer
+/// indices); a table is one operand, or an MXFP4 table's codes and scales.
+template <typename T>
+std::vector<T> routedGateUpArgs(T x, T ids, llvm::ArrayRef<T> gate,
+                                llvm::ArrayRef<T> up, T h) {
+  std::vector<T> args = {x, ids};
+  args.insert(args.end(), gate.begin(), gate.end());
+  args.insert(args.end(), up.begin(), up.end());
+  args.push_back(h);
+  return args;
+}
+template <typename T>
+std::vector<T> routedDownArgs(T h, T ids, T weights, llvm::ArrayRef<T> down,
+                              T out) {
+  std::vector<T> args = {h, ids, weights};
+  args.insert(args.end(), down.begin(), down.end());
+  args.push_back(out);
+  return args;
+}
 std::array<int64_t, 3> routedGateUpGrid(const RoutedExpertsSpec &s);
 std::array<int64_t, 3> routedDownGrid(const RoutedExpertsSpec &s);
 

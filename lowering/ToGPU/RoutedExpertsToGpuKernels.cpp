@@ -79,19 +79,12 @@ struct KimiGpuRoutedExpertsKernels
       return {kimi::gpu::flatInputBuffer(b, loc, t.packed),
               kimi::gpu::flatInputBuffer(b, loc, t.scales)};
     };
-    SmallVector<Value> gateUpArgs = {z, ids};
-    llvm::append_range(gateUpArgs, table(0));
-    llvm::append_range(gateUpArgs, table(1));
-    SmallVector<Value> downTable = table(2);
+    SmallVector<Value, 2> gate = table(0), up = table(1), downTable = table(2);
     Value h = kimi::gpu::allocFlatBuffer(
         b, loc, {b.getIndexAttr(s.tokens * s.topK * s.inner)}, f32);
     SmallVector<OpFoldResult> outSizes =
         tensor::getMixedSizes(b, loc, op.getX());
     Value out = kimi::gpu::allocFlatBuffer(b, loc, outSizes, f32);
-    gateUpArgs.push_back(h);
-    SmallVector<Value> downArgs = {h, ids, weights};
-    llvm::append_range(downArgs, downTable);
-    downArgs.push_back(out);
     auto dims = [&](std::array<int64_t, 3> g) {
       return mlir::gpu::KernelDim3{c(g[0]), c(g[1]), c(g[2])};
     };
@@ -99,10 +92,14 @@ struct KimiGpuRoutedExpertsKernels
                                         c(1), c(1)};
     mlir::gpu::LaunchFuncOp::create(b, loc, gateUp,
                                     dims(kimi::gpu::routedGateUpGrid(s)),
-                                    threads, Value(), gateUpArgs);
+                                    threads, Value(),
+                                    kimi::gpu::routedGateUpArgs<Value>(
+                                        z, ids, gate, up, h));
     mlir::gpu::LaunchFuncOp::create(b, loc, down,
                                     dims(kimi::gpu::routedDownGrid(s)), threads,
-                                    Value(), downArgs);
+                                    Value(),
+                                    kimi::gpu::routedDownArgs<Value>(
+                                        h, ids, weights, downTable, out));
     op.getOut().replaceAllUsesWith(kimi::gpu::tensorOfFlatBuffer(
         b, loc, out, op.getOut().getType(), outSizes));
     op.erase();
