@@ -152,6 +152,8 @@ def KimiLowerToLinalg : Pass<"kimi-lower-to-linalg"> {
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
@@ -218,6 +220,8 @@ def KimiLowerCollectives
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::tensor::TensorDialect",
   ];
@@ -483,15 +487,39 @@ def KimiGpuRoutedExpertsKernels
     products, plus a zero fill, the activation and the weighted sum as
     their own launches. Ops the kernels do not take are kept for
     `kimi-lower-to-linalg` with a remark that says why.
+
+    Above `max-tokens` (a prefill step), an op with MXFP4 experts is
+    lowered here, to the token-sorted form `kimi-lower-to-linalg` gives
+    such steps (ranks and counts as linalg, one host read of the largest
+    count), except that its three products, [E, cap, K] rows times each
+    expert's table, run as a generated tensor-core kernel
+    (`ExpertProductKernel.h`) instead of contractions that decode every
+    weight once per row. A block of four warps takes 64 rows and 64 columns
+    of one expert; per 32-deep step (one scale block) it decodes the
+    table's codes with their scale into a bf16 tile in shared memory (exact:
+    an MXFP4 value has two significant bits) and stages the rows, then runs
+    `mma.sync m16n8k16` with f32 accumulation. With `bf16-products` the rows
+    are rounded to bf16; without, each is split into three bf16 terms (all
+    24 bits of its significand) and every product runs once per term, so
+    the result is as exact as f32 arithmetic. Blocks past an expert's count
+    return at once. Dense experts keep the linalg form (cuBLASLt products).
   }];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "63",
            "Routed experts over at most this many static tokens run as the "
-           "kernels (the model target passes sorted-experts-min-tokens - 1)">,
+           "decode kernels; more as the sorted products (the model target "
+           "passes sorted-experts-min-tokens - 1)">,
+    Option<"bf16Products", "bf16-products", "bool", "true",
+           "The MXFP4 sorted products round their f32 rows to bf16 (=false: "
+           "three bf16 terms, as exact as f32)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",

@@ -240,306 +240,312 @@ SmallVector<Mxfp4Table, 3> mxfp4Tables(OpBuilder &b, Location loc,
   return tables;
 }
 
+/// Token-sorted experts: every dispatched (token, slot) gets a row of its
+/// expert's block in a [E, cap, W] buffer, so the three projections are
+/// matrix products batched over the experts that cover the dispatched
+/// rows only (cap = the largest expert count, read by the host: the one
+/// data-dependent shape), and each token gathers its k rows back.
+///
+/// A slot is dispatched when its weight is nonzero (router weights are
+/// positive; expert-parallel ranks give experts held elsewhere weight 0,
+/// which contributes nothing). Its row is its rank among the dispatched
+/// slots of the same expert in token order, so every buffer has a static
+/// bound (cap <= T) and nothing is dropped.
+Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
+                    Value wts, Value ids, bool isSitu, double beta,
+                    double linearBeta, SortedExpertProduct product) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
+  auto gateType = typeOf(op.getGateProj());
+  int64_t E = gateType.getDimSize(0), I = gateType.getDimSize(1),
+          W = gateType.getDimSize(2);
+  int64_t T = typeOf(z).getDimSize(0), k = typeOf(wts).getDimSize(1);
+  auto index = [](OpBuilder &nb, Location l, unsigned d) -> Value {
+    return linalg::IndexOp::create(nb, l, d);
+  };
+  auto asIndex = [&](OpBuilder &nb, Location l, Value v) -> Value {
+    return isa<IndexType>(v.getType())
+               ? v
+               : Value(arith::IndexCastOp::create(nb, l, indexType, v));
+  };
+  auto dispatched = [&](OpBuilder &nb, Location l, Value w) -> Value {
+    return arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UNE,
+                                 toF32(nb, l, w), constF32(nb, l, 0.0));
+  };
+  auto count = [&](OpBuilder &nb, Location l, Value acc, Value hit) {
+    return arith::AddIOp::create(nb, l, acc,
+                                 arith::ExtUIOp::create(nb, l, i32, hit));
+  };
+
+  // Counts and ranks by token blocks of B (a power of two dividing T):
+  // hist[e, b] counts the dispatched slots of expert e in block b,
+  // before[e, b] those in the blocks ahead of b, and a slot's rank is
+  // before[e, its block] plus the slots of e ahead of it in its block (a
+  // token's k experts are distinct). The longest reduction is then
+  // max(B*k, T/B) instead of T*k; B ~ sqrt(T/k) balances the two (T=2048,
+  // k=8: B=16, 128 steps).
+  int64_t B = 1;
+  while (T % (2 * B) == 0 && 4 * B * B * k <= T)
+    B *= 2;
+  int64_t blocks = T / B;
+  SmallVector<ReassociationIndices> byBlock = {{0, 1}, {2}};
+  auto blocked = [&](Value v) {
+    RankedTensorType type = typeOf(v);
+    return tensor::ExpandShapeOp::create(
+        b, loc,
+        RankedTensorType::get({blocks, B, k}, type.getElementType()), v,
+        byBlock);
+  };
+  Value ids3 = blocked(ids), wts3 = blocked(wts);
+  auto i32Tensor = [&](ArrayRef<int64_t> shape) {
+    SmallVector<OpFoldResult> sizes;
+    for (int64_t d : shape)
+      sizes.push_back(b.getIndexAttr(d));
+    return filled(b, loc, sizes, i32, 0);
+  };
+  Value hist =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{RankedTensorType::get({E, blocks}, i32)},
+          ValueRange{ids3, wts3}, ValueRange{i32Tensor({E, blocks})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 4, {1, 2, 3}),
+                              dimsMap(ctx, 4, {1, 2, 3}),
+                              dimsMap(ctx, 4, {0, 1})},
+          ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction,
+                       IT::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value mine = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                               asIndex(nb, l, a[0]),
+                                               index(nb, l, 0));
+            Value hit = arith::AndIOp::create(nb, l, mine,
+                                              dispatched(nb, l, a[1]));
+            linalg::YieldOp::create(nb, l, ValueRange{count(nb, l, a[2], hit)});
+          })
+          .getResult(0);
+  Value before =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{RankedTensorType::get({E, blocks}, i32)},
+          ValueRange{hist}, ValueRange{i32Tensor({E, blocks})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
+          ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value ahead = arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::ult, index(nb, l, 2),
+                index(nb, l, 1));
+            Value add = arith::SelectOp::create(
+                nb, l, ahead, a[0], arith::ConstantIntOp::create(nb, l, 0, 32));
+            linalg::YieldOp::create(
+                nb, l, ValueRange{arith::AddIOp::create(nb, l, a[1], add)});
+          })
+          .getResult(0);
+  // counts[e]: dispatched slots of expert e.
+  Value counts =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{RankedTensorType::get({E}, i32)}, ValueRange{hist},
+          ValueRange{i32Tensor({E})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
+          ArrayRef<IT>{IT::parallel, IT::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, l, ValueRange{arith::AddIOp::create(nb, l, a[0], a[1])});
+          })
+          .getResult(0);
+  Value inBlock =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{RankedTensorType::get({blocks, B, k}, i32)},
+          ValueRange{ids3, ids3, wts3}, ValueRange{i32Tensor({blocks, B, k})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 5, {0, 1, 2}),
+                              dimsMap(ctx, 5, {0, 3, 4}),
+                              dimsMap(ctx, 5, {0, 3, 4}),
+                              dimsMap(ctx, 5, {0, 1, 2})},
+          ArrayRef<IT>{IT::parallel, IT::parallel, IT::parallel,
+                       IT::reduction, IT::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                               a[0], a[1]);
+            Value earlier = arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::ult, index(nb, l, 3),
+                index(nb, l, 1));
+            Value hit = arith::AndIOp::create(
+                nb, l, arith::AndIOp::create(nb, l, same, earlier),
+                dispatched(nb, l, a[2]));
+            linalg::YieldOp::create(nb, l, ValueRange{count(nb, l, a[3], hit)});
+          })
+          .getResult(0);
+  // rank[t, j] = before[e, block] + inBlock (slots not dispatched read
+  // expert 0's entry; their rank is never used).
+  Value rank3 = generic(
+      b, loc, i32Tensor({blocks, B, k}), {ids3, wts3, inBlock},
+      {b.getMultiDimIdentityMap(3), b.getMultiDimIdentityMap(3),
+       b.getMultiDimIdentityMap(3), b.getMultiDimIdentityMap(3)},
+      {IT::parallel, IT::parallel, IT::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        Value e = arith::SelectOp::create(nb, l, dispatched(nb, l, a[1]),
+                                          asIndex(nb, l, a[0]),
+                                          cIndex(nb, l, 0));
+        Value ahead = tensor::ExtractOp::create(
+            nb, l, before, ValueRange{e, linalg::IndexOp::create(nb, l, 0)});
+        return arith::AddIOp::create(nb, l, ahead, a[2]);
+      });
+  Value rank = tensor::CollapseShapeOp::create(b, loc, rank3, byBlock);
+  Value largest =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{RankedTensorType::get({}, i32)}, ValueRange{counts},
+          ValueRange{filled(b, loc, {}, i32, 0)},
+          ArrayRef<AffineMap>{dimsMap(ctx, 1, {0}), AffineMap::get(1, 0, ctx)},
+          ArrayRef<IT>{IT::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            linalg::YieldOp::create(
+                nb, l, ValueRange{arith::MaxSIOp::create(nb, l, a[0], a[1])});
+          })
+          .getResult(0);
+
+  // The host reads the largest count (kHostReadFn: on the GPU target a
+  // synchronising copy) and sizes the blocks by it, rounded up to 16 rows
+  // (fewer distinct product shapes), at most T.
+  Value largestBuffer = bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get({}, i32), largest, /*readOnly=*/true);
+  Value read = func::CallOp::create(b, loc, kHostReadFn, TypeRange{i32},
+                                    ValueRange{largestBuffer})
+                   .getResult(0);
+  Value c15 = cIndex(b, loc, 15), c16 = cIndex(b, loc, 16);
+  Value cap = arith::MinUIOp::create(
+      b, loc, cIndex(b, loc, T),
+      arith::MulIOp::create(
+          b, loc,
+          arith::DivUIOp::create(
+              b, loc,
+              arith::AddIOp::create(b, loc, asIndex(b, loc, read), c15), c16),
+          c16));
+
+  // Scatter: rows[e, rank, :] = z[t, :] for every dispatched slot.
+  auto bufferOf = [&](Value t) {
+    RankedTensorType type = typeOf(t);
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t,
+        /*readOnly=*/true);
+  };
+  Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
+        wtsBuf = bufferOf(wts);
+  auto rowsType = MemRefType::get({E, ShapedType::kDynamic, W}, f32);
+  Value rows = memref::AllocOp::create(b, loc, rowsType, ValueRange{cap});
+  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+  scf::ParallelOp::create(
+      b, loc, ValueRange{c0, c0, c0},
+      ValueRange{cIndex(b, loc, T), cIndex(b, loc, k), cIndex(b, loc, W)},
+      ValueRange{c1, c1, c1},
+      [&](OpBuilder &pb, Location l, ValueRange iv) {
+        Value w = memref::LoadOp::create(pb, l, wtsBuf, ValueRange{iv[0], iv[1]});
+        scf::IfOp::create(pb, l, dispatched(pb, l, w),
+                          [&](OpBuilder &ib, Location il) {
+                            Value e = asIndex(
+                                ib, il,
+                                memref::LoadOp::create(ib, il, idsBuf,
+                                                       ValueRange{iv[0], iv[1]}));
+                            Value r = asIndex(
+                                ib, il,
+                                memref::LoadOp::create(ib, il, rankBuf,
+                                                       ValueRange{iv[0], iv[1]}));
+                            Value x = toF32(
+                                ib, il,
+                                memref::LoadOp::create(ib, il, zBuf,
+                                                       ValueRange{iv[0], iv[2]}));
+                            memref::StoreOp::create(ib, il, x, rows,
+                                                    ValueRange{e, r, iv[2]});
+                            scf::YieldOp::create(ib, il);
+                          });
+      });
+  Value sortedRows = bufferization::ToTensorOp::create(
+      b, loc, RankedTensorType::get({E, ShapedType::kDynamic, W}, f32), rows,
+      /*restrict=*/true, /*writable=*/true);
+
+  // The projections, batched over experts: rows beyond an expert's count
+  // hold nothing and are never read back.
+  auto mulAdd = [](OpBuilder &nb, Location l, ValueRange a) {
+    return arith::AddFOp::create(nb, l, a[2],
+                                 arith::MulFOp::create(nb, l, a[0], toF32(nb, l, a[1])));
+  };
+  SmallVector<IT> batched = {IT::parallel, IT::parallel, IT::parallel,
+                             IT::reduction};
+  SmallVector<Mxfp4Table, 3> mx = mxfp4Tables(b, loc, op);
+  // `which`: 0 gate, 1 up, 2 down. MXFP4 weights are decoded where they
+  // are read, (e, n, k) from the loop indices.
+  auto project = [&](Value input, Value weights, unsigned which,
+                     int64_t out) {
+    if (product)
+      return product(b, loc, input, which, out, cap, counts);
+    if (!mx.empty())
+      return generic(
+          b, loc,
+          filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32,
+                 0.0),
+          {input}, {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 1, 2})},
+          batched, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+            Value wv = mxfp4Element(nb, l, mx[which], index(nb, l, 0),
+                                    index(nb, l, 2), index(nb, l, 3));
+            return arith::AddFOp::create(
+                nb, l, a[1], arith::MulFOp::create(nb, l, a[0], wv));
+          });
+    return generic(
+        b, loc,
+        filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32, 0.0),
+        {input, weights},
+        {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 2, 3}),
+         dimsMap(ctx, 4, {0, 1, 2})},
+        batched, mulAdd);
+  };
+  Value g = project(sortedRows, op.getGateProj(), 0, I);
+  Value u = project(sortedRows, op.getUpProj(), 1, I);
+  Value h = elementwise(b, loc, typeOf(g), {g, u},
+                        [&](OpBuilder &hb, Location hl, ValueRange a) {
+                          return isSitu ? situ(hb, hl, a[0], a[1], beta,
+                                               linearBeta)
+                                        : siluGlu(hb, hl, a[0], a[1]);
+                        });
+  Value y = project(h, op.getDownProj(), 2, W);
+
+  // out[t, d] = sum_j w[t, j] y[ids[t, j], rank[t, j], d] over dispatched
+  // slots (the others read row (0, 0), which need not exist, nowhere).
+  return generic(
+      b, loc, filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(W)}, f32, 0.0),
+      {ids, rank, wts},
+      {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
+       dimsMap(ctx, 3, {0, 1})},
+      {IT::parallel, IT::parallel, IT::reduction},
+      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        Value live = dispatched(nb, l, a[2]);
+        Value d = linalg::IndexOp::create(nb, l, 1);
+        // A branch, not a select: with no dispatched slot y has no rows.
+        auto ifThen = scf::IfOp::create(
+            nb, l, live,
+            [&](OpBuilder &ib, Location il) {
+              Value row = tensor::ExtractOp::create(
+                  ib, il, y,
+                  ValueRange{asIndex(ib, il, a[0]), asIndex(ib, il, a[1]), d});
+              scf::YieldOp::create(
+                  ib, il,
+                  ValueRange{arith::MulFOp::create(ib, il, toF32(ib, il, a[2]), row)});
+            },
+            [&](OpBuilder &ib, Location il) {
+              scf::YieldOp::create(ib, il, ValueRange{constF32(ib, il, 0.0)});
+            });
+        return arith::AddFOp::create(nb, l, a[3], ifThen.getResult(0));
+      });
+}
+
 struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
   RoutedExpertsLowering(MLIRContext *ctx, int64_t sortedMinTokens)
       : OpRewritePattern(ctx), sortedMinTokens(sortedMinTokens) {}
   int64_t sortedMinTokens;
-
-  /// Token-sorted experts: every dispatched (token, slot) gets a row of its
-  /// expert's block in a [E, cap, W] buffer, so the three projections are
-  /// matrix products batched over the experts that cover the dispatched
-  /// rows only (cap = the largest expert count, read by the host: the one
-  /// data-dependent shape), and each token gathers its k rows back.
-  ///
-  /// A slot is dispatched when its weight is nonzero (router weights are
-  /// positive; expert-parallel ranks give experts held elsewhere weight 0,
-  /// which contributes nothing). Its row is its rank among the dispatched
-  /// slots of the same expert in token order, so every buffer has a static
-  /// bound (cap <= T) and nothing is dropped.
-  Value sorted(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
-               Value wts, Value ids, bool isSitu, double beta,
-               double linearBeta) const {
-    MLIRContext *ctx = b.getContext();
-    Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
-    auto gateType = typeOf(op.getGateProj());
-    int64_t E = gateType.getDimSize(0), I = gateType.getDimSize(1),
-            W = gateType.getDimSize(2);
-    int64_t T = typeOf(z).getDimSize(0), k = typeOf(wts).getDimSize(1);
-    auto index = [](OpBuilder &nb, Location l, unsigned d) -> Value {
-      return linalg::IndexOp::create(nb, l, d);
-    };
-    auto asIndex = [&](OpBuilder &nb, Location l, Value v) -> Value {
-      return isa<IndexType>(v.getType())
-                 ? v
-                 : Value(arith::IndexCastOp::create(nb, l, indexType, v));
-    };
-    auto dispatched = [&](OpBuilder &nb, Location l, Value w) -> Value {
-      return arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UNE,
-                                   toF32(nb, l, w), constF32(nb, l, 0.0));
-    };
-    auto count = [&](OpBuilder &nb, Location l, Value acc, Value hit) {
-      return arith::AddIOp::create(nb, l, acc,
-                                   arith::ExtUIOp::create(nb, l, i32, hit));
-    };
-
-    // Counts and ranks by token blocks of B (a power of two dividing T):
-    // hist[e, b] counts the dispatched slots of expert e in block b,
-    // before[e, b] those in the blocks ahead of b, and a slot's rank is
-    // before[e, its block] plus the slots of e ahead of it in its block (a
-    // token's k experts are distinct). The longest reduction is then
-    // max(B*k, T/B) instead of T*k; B ~ sqrt(T/k) balances the two (T=2048,
-    // k=8: B=16, 128 steps).
-    int64_t B = 1;
-    while (T % (2 * B) == 0 && 4 * B * B * k <= T)
-      B *= 2;
-    int64_t blocks = T / B;
-    SmallVector<ReassociationIndices> byBlock = {{0, 1}, {2}};
-    auto blocked = [&](Value v) {
-      RankedTensorType type = typeOf(v);
-      return tensor::ExpandShapeOp::create(
-          b, loc,
-          RankedTensorType::get({blocks, B, k}, type.getElementType()), v,
-          byBlock);
-    };
-    Value ids3 = blocked(ids), wts3 = blocked(wts);
-    auto i32Tensor = [&](ArrayRef<int64_t> shape) {
-      SmallVector<OpFoldResult> sizes;
-      for (int64_t d : shape)
-        sizes.push_back(b.getIndexAttr(d));
-      return filled(b, loc, sizes, i32, 0);
-    };
-    Value hist =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{RankedTensorType::get({E, blocks}, i32)},
-            ValueRange{ids3, wts3}, ValueRange{i32Tensor({E, blocks})},
-            ArrayRef<AffineMap>{dimsMap(ctx, 4, {1, 2, 3}),
-                                dimsMap(ctx, 4, {1, 2, 3}),
-                                dimsMap(ctx, 4, {0, 1})},
-            ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction,
-                         IT::reduction},
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              Value mine = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
-                                                 asIndex(nb, l, a[0]),
-                                                 index(nb, l, 0));
-              Value hit = arith::AndIOp::create(nb, l, mine,
-                                                dispatched(nb, l, a[1]));
-              linalg::YieldOp::create(nb, l, ValueRange{count(nb, l, a[2], hit)});
-            })
-            .getResult(0);
-    Value before =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{RankedTensorType::get({E, blocks}, i32)},
-            ValueRange{hist}, ValueRange{i32Tensor({E, blocks})},
-            ArrayRef<AffineMap>{dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
-            ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction},
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              Value ahead = arith::CmpIOp::create(
-                  nb, l, arith::CmpIPredicate::ult, index(nb, l, 2),
-                  index(nb, l, 1));
-              Value add = arith::SelectOp::create(
-                  nb, l, ahead, a[0], arith::ConstantIntOp::create(nb, l, 0, 32));
-              linalg::YieldOp::create(
-                  nb, l, ValueRange{arith::AddIOp::create(nb, l, a[1], add)});
-            })
-            .getResult(0);
-    // counts[e]: dispatched slots of expert e.
-    Value counts =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{RankedTensorType::get({E}, i32)}, ValueRange{hist},
-            ValueRange{i32Tensor({E})},
-            ArrayRef<AffineMap>{dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})},
-            ArrayRef<IT>{IT::parallel, IT::reduction},
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              linalg::YieldOp::create(
-                  nb, l, ValueRange{arith::AddIOp::create(nb, l, a[0], a[1])});
-            })
-            .getResult(0);
-    Value inBlock =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{RankedTensorType::get({blocks, B, k}, i32)},
-            ValueRange{ids3, ids3, wts3}, ValueRange{i32Tensor({blocks, B, k})},
-            ArrayRef<AffineMap>{dimsMap(ctx, 5, {0, 1, 2}),
-                                dimsMap(ctx, 5, {0, 3, 4}),
-                                dimsMap(ctx, 5, {0, 3, 4}),
-                                dimsMap(ctx, 5, {0, 1, 2})},
-            ArrayRef<IT>{IT::parallel, IT::parallel, IT::parallel,
-                         IT::reduction, IT::reduction},
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
-                                                 a[0], a[1]);
-              Value earlier = arith::CmpIOp::create(
-                  nb, l, arith::CmpIPredicate::ult, index(nb, l, 3),
-                  index(nb, l, 1));
-              Value hit = arith::AndIOp::create(
-                  nb, l, arith::AndIOp::create(nb, l, same, earlier),
-                  dispatched(nb, l, a[2]));
-              linalg::YieldOp::create(nb, l, ValueRange{count(nb, l, a[3], hit)});
-            })
-            .getResult(0);
-    // rank[t, j] = before[e, block] + inBlock (slots not dispatched read
-    // expert 0's entry; their rank is never used).
-    Value rank3 = generic(
-        b, loc, i32Tensor({blocks, B, k}), {ids3, wts3, inBlock},
-        {b.getMultiDimIdentityMap(3), b.getMultiDimIdentityMap(3),
-         b.getMultiDimIdentityMap(3), b.getMultiDimIdentityMap(3)},
-        {IT::parallel, IT::parallel, IT::parallel},
-        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-          Value e = arith::SelectOp::create(nb, l, dispatched(nb, l, a[1]),
-                                            asIndex(nb, l, a[0]),
-                                            cIndex(nb, l, 0));
-          Value ahead = tensor::ExtractOp::create(
-              nb, l, before, ValueRange{e, linalg::IndexOp::create(nb, l, 0)});
-          return arith::AddIOp::create(nb, l, ahead, a[2]);
-        });
-    Value rank = tensor::CollapseShapeOp::create(b, loc, rank3, byBlock);
-    Value largest =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{RankedTensorType::get({}, i32)}, ValueRange{counts},
-            ValueRange{filled(b, loc, {}, i32, 0)},
-            ArrayRef<AffineMap>{dimsMap(ctx, 1, {0}), AffineMap::get(1, 0, ctx)},
-            ArrayRef<IT>{IT::reduction},
-            [&](OpBuilder &nb, Location l, ValueRange a) {
-              linalg::YieldOp::create(
-                  nb, l, ValueRange{arith::MaxSIOp::create(nb, l, a[0], a[1])});
-            })
-            .getResult(0);
-
-    // The host reads the largest count (kHostReadFn: on the GPU target a
-    // synchronising copy) and sizes the blocks by it, rounded up to 16 rows
-    // (fewer distinct product shapes), at most T.
-    Value largestBuffer = bufferization::ToBufferOp::create(
-        b, loc, MemRefType::get({}, i32), largest, /*readOnly=*/true);
-    Value read = func::CallOp::create(b, loc, kHostReadFn, TypeRange{i32},
-                                      ValueRange{largestBuffer})
-                     .getResult(0);
-    Value c15 = cIndex(b, loc, 15), c16 = cIndex(b, loc, 16);
-    Value cap = arith::MinUIOp::create(
-        b, loc, cIndex(b, loc, T),
-        arith::MulIOp::create(
-            b, loc,
-            arith::DivUIOp::create(
-                b, loc,
-                arith::AddIOp::create(b, loc, asIndex(b, loc, read), c15), c16),
-            c16));
-
-    // Scatter: rows[e, rank, :] = z[t, :] for every dispatched slot.
-    auto bufferOf = [&](Value t) {
-      RankedTensorType type = typeOf(t);
-      return bufferization::ToBufferOp::create(
-          b, loc, MemRefType::get(type.getShape(), type.getElementType()), t,
-          /*readOnly=*/true);
-    };
-    Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
-          wtsBuf = bufferOf(wts);
-    auto rowsType = MemRefType::get({E, ShapedType::kDynamic, W}, f32);
-    Value rows = memref::AllocOp::create(b, loc, rowsType, ValueRange{cap});
-    Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
-    scf::ParallelOp::create(
-        b, loc, ValueRange{c0, c0, c0},
-        ValueRange{cIndex(b, loc, T), cIndex(b, loc, k), cIndex(b, loc, W)},
-        ValueRange{c1, c1, c1},
-        [&](OpBuilder &pb, Location l, ValueRange iv) {
-          Value w = memref::LoadOp::create(pb, l, wtsBuf, ValueRange{iv[0], iv[1]});
-          scf::IfOp::create(pb, l, dispatched(pb, l, w),
-                            [&](OpBuilder &ib, Location il) {
-                              Value e = asIndex(
-                                  ib, il,
-                                  memref::LoadOp::create(ib, il, idsBuf,
-                                                         ValueRange{iv[0], iv[1]}));
-                              Value r = asIndex(
-                                  ib, il,
-                                  memref::LoadOp::create(ib, il, rankBuf,
-                                                         ValueRange{iv[0], iv[1]}));
-                              Value x = toF32(
-                                  ib, il,
-                                  memref::LoadOp::create(ib, il, zBuf,
-                                                         ValueRange{iv[0], iv[2]}));
-                              memref::StoreOp::create(ib, il, x, rows,
-                                                      ValueRange{e, r, iv[2]});
-                              scf::YieldOp::create(ib, il);
-                            });
-        });
-    Value sortedRows = bufferization::ToTensorOp::create(
-        b, loc, RankedTensorType::get({E, ShapedType::kDynamic, W}, f32), rows,
-        /*restrict=*/true, /*writable=*/true);
-
-    // The projections, batched over experts: rows beyond an expert's count
-    // hold nothing and are never read back.
-    auto mulAdd = [](OpBuilder &nb, Location l, ValueRange a) {
-      return arith::AddFOp::create(nb, l, a[2],
-                                   arith::MulFOp::create(nb, l, a[0], toF32(nb, l, a[1])));
-    };
-    SmallVector<IT> batched = {IT::parallel, IT::parallel, IT::parallel,
-                               IT::reduction};
-    SmallVector<Mxfp4Table, 3> mx = mxfp4Tables(b, loc, op);
-    // `which`: 0 gate, 1 up, 2 down. MXFP4 weights are decoded where they
-    // are read, (e, n, k) from the loop indices.
-    auto project = [&](Value input, Value weights, unsigned which,
-                       int64_t out) {
-      if (!mx.empty())
-        return generic(
-            b, loc,
-            filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32,
-                   0.0),
-            {input}, {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 1, 2})},
-            batched, [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-              Value wv = mxfp4Element(nb, l, mx[which], index(nb, l, 0),
-                                      index(nb, l, 2), index(nb, l, 3));
-              return arith::AddFOp::create(
-                  nb, l, a[1], arith::MulFOp::create(nb, l, a[0], wv));
-            });
-      return generic(
-          b, loc,
-          filled(b, loc, {b.getIndexAttr(E), cap, b.getIndexAttr(out)}, f32, 0.0),
-          {input, weights},
-          {dimsMap(ctx, 4, {0, 1, 3}), dimsMap(ctx, 4, {0, 2, 3}),
-           dimsMap(ctx, 4, {0, 1, 2})},
-          batched, mulAdd);
-    };
-    Value g = project(sortedRows, op.getGateProj(), 0, I);
-    Value u = project(sortedRows, op.getUpProj(), 1, I);
-    Value h = elementwise(b, loc, typeOf(g), {g, u},
-                          [&](OpBuilder &hb, Location hl, ValueRange a) {
-                            return isSitu ? situ(hb, hl, a[0], a[1], beta,
-                                                 linearBeta)
-                                          : siluGlu(hb, hl, a[0], a[1]);
-                          });
-    Value y = project(h, op.getDownProj(), 2, W);
-
-    // out[t, d] = sum_j w[t, j] y[ids[t, j], rank[t, j], d] over dispatched
-    // slots (the others read row (0, 0), which need not exist, nowhere).
-    return generic(
-        b, loc, filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(W)}, f32, 0.0),
-        {ids, rank, wts},
-        {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
-         dimsMap(ctx, 3, {0, 1})},
-        {IT::parallel, IT::parallel, IT::reduction},
-        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-          Value live = dispatched(nb, l, a[2]);
-          Value d = linalg::IndexOp::create(nb, l, 1);
-          // A branch, not a select: with no dispatched slot y has no rows.
-          auto ifThen = scf::IfOp::create(
-              nb, l, live,
-              [&](OpBuilder &ib, Location il) {
-                Value row = tensor::ExtractOp::create(
-                    ib, il, y,
-                    ValueRange{asIndex(ib, il, a[0]), asIndex(ib, il, a[1]), d});
-                scf::YieldOp::create(
-                    ib, il,
-                    ValueRange{arith::MulFOp::create(ib, il, toF32(ib, il, a[2]), row)});
-              },
-              [&](OpBuilder &ib, Location il) {
-                scf::YieldOp::create(ib, il, ValueRange{constF32(ib, il, 0.0)});
-              });
-          return arith::AddFOp::create(nb, l, a[3], ifThen.getResult(0));
-        });
-  }
 
   LogicalResult matchAndRewrite(RoutedExpertsOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
     Type f32 = b.getF32Type();
+    if (sortedMinTokens > 0 && sortedTokens(op) >= sortedMinTokens) {
+      rewriter.replaceOp(op, lowerSortedRoutedExperts(b, op));
+      return success();
+    }
     Value z = collapseLeading(b, loc, op.getX());
     Value wts = collapseLeading(b, loc, op.getWeights());
     Value ids = collapseLeading(b, loc, op.getIndices());
@@ -550,19 +556,6 @@ struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
     double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
     double linearBeta =
         isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
-
-    std::optional<int64_t> staticTokens = getConstantIntValue(tokens);
-    if (sortedMinTokens > 0 && staticTokens && *staticTokens >= sortedMinTokens) {
-      Value result = sorted(b, loc, op, z, wts, ids, isSitu, beta, linearBeta);
-      Type outElement = op.getOut().getType().getElementType();
-      if (outElement != f32)
-        result = elementwise(b, loc, typeOf(result).clone(outElement), result,
-                             [](OpBuilder &, Location, ValueRange a) {
-                               return a[0];
-                             });
-      rewriter.replaceOp(op, expandLeadingLike(b, loc, result, op.getX()));
-      return success();
-    }
 
     // Each (token, slot) gathers its expert's rows inside the contraction
     // (ids are read where they are used, never by host code), so the whole
@@ -894,4 +887,33 @@ void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns,
   populateLatentMoeDecompositionPatterns(patterns);
   patterns.add<RoutedExpertsLowering>(patterns.getContext(),
                                       sortedExpertsMinTokens);
+}
+
+Value kimi::lowering::lowerSortedRoutedExperts(OpBuilder &b, RoutedExpertsOp op,
+                                               SortedExpertProduct product) {
+  Location loc = op.getLoc();
+  Value z = collapseLeading(b, loc, op.getX());
+  Value wts = collapseLeading(b, loc, op.getWeights());
+  Value ids = collapseLeading(b, loc, op.getIndices());
+  bool isSitu = op.getActivation() == GluActivation::situ;
+  double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
+  double linearBeta = isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
+  Value result =
+      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta, product);
+  Type outElement = op.getOut().getType().getElementType();
+  if (outElement != b.getF32Type())
+    result = elementwise(b, loc, typeOf(result).clone(outElement), result,
+                         [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+  return expandLeadingLike(b, loc, result, op.getX());
+}
+
+int64_t kimi::lowering::sortedTokens(RoutedExpertsOp op) {
+  ArrayRef<int64_t> shape = op.getX().getType().getShape().drop_back();
+  int64_t tokens = 1;
+  for (int64_t d : shape)
+    if (ShapedType::isDynamic(d))
+      return 0;
+    else
+      tokens *= d;
+  return tokens;
 }

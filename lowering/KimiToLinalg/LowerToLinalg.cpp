@@ -17,35 +17,6 @@ struct KimiLowerToLinalg
     : kimi::impl::KimiLowerToLinalgBase<KimiLowerToLinalg> {
   using Base::Base;
 
-  /// kimi::kHostReadFn as a load, once, where a lowering calls it.
-  void defineHostRead() {
-    Operation *top = getOperation();
-    auto module = dyn_cast<ModuleOp>(top);
-    if (!module)
-      module = top->getParentOfType<ModuleOp>();
-    if (!module || module.lookupSymbol(kimi::kHostReadFn))
-      return;
-    bool called = false;
-    module.walk([&](func::CallOp call) {
-      called |= call.getCallee() == kimi::kHostReadFn;
-    });
-    if (!called)
-      return;
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToEnd(module.getBody());
-    Location loc = module.getLoc();
-    auto buffer = MemRefType::get({}, b.getI32Type());
-    auto fn = func::FuncOp::create(
-        b, loc, kimi::kHostReadFn,
-        b.getFunctionType({buffer}, {b.getI32Type()}));
-    fn.setPrivate();
-    Block *body = fn.addEntryBlock();
-    b.setInsertionPointToStart(body);
-    Value value =
-        memref::LoadOp::create(b, loc, body->getArgument(0), ValueRange{});
-    func::ReturnOp::create(b, loc, value);
-  }
-
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     kimi::lowering::populateTokenwiseLoweringPatterns(patterns);
@@ -57,7 +28,10 @@ struct KimiLowerToLinalg
       getOperation()->emitError("kimi-lower-to-linalg did not converge");
       return signalPassFailure();
     }
-    defineHostRead();
+    Operation *top = getOperation();
+    auto module = dyn_cast<ModuleOp>(top);
+    kimi::lowering::defineHostRead(module ? module
+                                          : top->getParentOfType<ModuleOp>());
     // Whatever is left could not be lowered; say which op and why.
     WalkResult result = getOperation()->walk([](Operation *op) {
       if (!isa<kimi::KimiDialect>(op->getDialect()) ||
@@ -72,3 +46,25 @@ struct KimiLowerToLinalg
   }
 };
 } // namespace
+
+void kimi::lowering::defineHostRead(ModuleOp module) {
+  if (!module || module.lookupSymbol(kimi::kHostReadFn))
+    return;
+  bool called = false;
+  module.walk([&](func::CallOp call) {
+    called |= call.getCallee() == kimi::kHostReadFn;
+  });
+  if (!called)
+    return;
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  Location loc = module.getLoc();
+  auto buffer = MemRefType::get({}, b.getI32Type());
+  auto fn = func::FuncOp::create(b, loc, kimi::kHostReadFn,
+                                 b.getFunctionType({buffer}, {b.getI32Type()}));
+  fn.setPrivate();
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  Value value = memref::LoadOp::create(b, loc, body->getArgument(0), ValueRange{});
+  func::ReturnOp::create(b, loc, value);
+}

@@ -3,8 +3,13 @@
 #ifndef KIMI_LOWERING_KIMITOLINALG_PATTERNS_H
 #define KIMI_LOWERING_KIMITOLINALG_PATTERNS_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
+
+namespace kimi {
+class RoutedExpertsOp;
+} // namespace kimi
 
 namespace kimi::lowering {
 
@@ -18,6 +23,27 @@ void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// (kimi-lower-to-linalg's option).
 void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
                                  int64_t sortedExpertsMinTokens = 0);
+/// One product of the token-sorted routed experts: `rows` [E, cap, K] f32
+/// (rows past an expert's count hold anything) times table `which` (0 gate,
+/// 1 up, 2 down) of `op`, as [E, cap, out] f32 of which only each expert's
+/// first counts[e] rows are read; `counts` is [E] i32.
+using SortedExpertProduct = llvm::function_ref<mlir::Value(
+    mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, unsigned which,
+    int64_t out, mlir::Value cap, mlir::Value counts)>;
+/// kimi.routed_experts over its tokens sorted by expert: the lowering
+/// kimi-lower-to-linalg takes for steps of at least its
+/// sorted-experts-min-tokens tokens, with each of the three products built
+/// by `product` (null: linalg contractions, decoding MXFP4 where they read
+/// it). Returns the op's replacement.
+mlir::Value lowerSortedRoutedExperts(mlir::OpBuilder &b, RoutedExpertsOp op,
+                                     SortedExpertProduct product = nullptr);
+/// Defines kimi::kHostReadFn (a load of its i32 buffer, which the GPU
+/// target turns into a device-to-host read) in `module` when something
+/// there calls it and it is not defined yet.
+void defineHostRead(mlir::ModuleOp module);
+/// The tokens `op` runs over when static (the product of its leading
+/// dimensions), else 0.
+int64_t sortedTokens(RoutedExpertsOp op);
 /// latent_moe -> linear (down), routed_experts, rms_norm, linear (up): kimi
 /// ops, each lowered by its own pattern (or GPU kernel pass).
 void populateLatentMoeDecompositionPatterns(mlir::RewritePatternSet &patterns);

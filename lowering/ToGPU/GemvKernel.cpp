@@ -156,7 +156,6 @@ MemRefType gemvBufferType(MLIRContext *ctx, Type element) {
       StridedLayoutAttr::get(ctx, ShapedType::kDynamic, {1}));
 }
 
-namespace {
 /// Eight MXFP4 values of one lane as f32: `word` holds their codes (value i
 /// in bits 4i..4i+3), `scale` the block's E8M0 byte (i32). A code's
 /// magnitude bits e1 e0 m land in f32 bits 24..22, its sign in bit 31: that
@@ -191,7 +190,6 @@ Value decodeMxfp4Word(KernelEmitter &e, Value word, Value scale) {
   return vector::FromElementsOp::create(b, loc, VectorType::get({8}, f32),
                                         values);
 }
-} // namespace
 
 SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
                                        ArrayRef<WarpDotVector> vectors,

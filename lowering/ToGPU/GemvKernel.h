@@ -151,6 +151,13 @@ struct WarpDotVector {
 /// K is masked. A row that repeats another's buffer and base is loaded once.
 /// Returns each row's per-lane partial sums (vector<4xf32>).
 ///
+/// Eight MXFP4 values as f32 (vector<8xf32>): `word` (i32) holds their
+/// codes, value i in bits 4i..4i+3, and `scale` (i32) their block's E8M0
+/// byte. Exact, as the CPU's decode (Mxfp4Decode.h), except past the f32
+/// range.
+mlir::Value decodeMxfp4Word(KernelEmitter &e, mlir::Value word,
+                            mlir::Value scale);
+
 /// MXFP4 rows (all rows or none; K and the bases multiples of 32): lane l
 /// reads the 8 values k = 256 c + 8 l, one 4-byte word of codes and the
 /// block's scale byte, decodes them in registers (exactly: the code as f32

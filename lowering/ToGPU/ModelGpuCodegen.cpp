@@ -330,6 +330,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
              std::to_string(options.sortedExpertsMinTokens > 0
                                 ? options.sortedExpertsMinTokens - 1
                                 : std::numeric_limits<int64_t>::max()) +
+             " bf16-products=" + (options.bf16WeightProducts ? "true" : "false") +
              "}";
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,

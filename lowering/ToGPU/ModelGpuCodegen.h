@@ -81,8 +81,9 @@ struct ModelGpuCodegenOptions {
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
   /// A bf16 weight's cuBLASLt product rounds the f32 activations to bf16
-  /// (bf16 tensor cores) instead of widening the weight.
-  bool bf16WeightProducts = false;
+  /// (bf16 tensor cores) instead of widening the weight, and the MXFP4
+  /// sorted expert products round their rows to bf16 (else three terms).
+  bool bf16WeightProducts = true;
   /// Every kernel begins by waiting for its predecessor's grid
   /// (kimi-gpu-grid-dependencies), so that the runtime may launch it with
   /// programmatic dependent launch and overlap its launch with the tail of

@@ -7,6 +7,8 @@
 
 #include "lowering/Passes.h"
 #include "lowering/KimiToLinalg/Mxfp4Decode.h"
+#include "lowering/KimiToLinalg/Patterns.h"
+#include "lowering/ToGPU/ExpertProductKernel.h"
 #include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "lowering/ToGPU/RoutedExpertsKernel.h"
 
@@ -34,8 +36,84 @@ struct KimiGpuRoutedExpertsKernels
     SmallVector<RoutedExpertsOp> ops;
     module.walk([&](RoutedExpertsOp op) { ops.push_back(op); });
     kimi::gpu::GeneratedKernels kernels(module, "kimi_routed_experts");
-    for (RoutedExpertsOp op : ops)
-      rewrite(kernels, op);
+    for (RoutedExpertsOp op : ops) {
+      int64_t tokens = lowering::sortedTokens(op);
+      if (tokens > maxTokens && !op.getScales().empty())
+        rewriteSorted(kernels, op);
+      else
+        rewrite(kernels, op);
+    }
+    lowering::defineHostRead(module);
+  }
+
+  /// A prefill step's MXFP4 experts: the token-sorted lowering with its
+  /// three products as the tensor-core kernel.
+  void rewriteSorted(kimi::gpu::GeneratedKernels &kernels, RoutedExpertsOp op) {
+    Value tables[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
+    kimi::gpu::ExpertProductSpec specs[3];
+    for (unsigned which = 0; which < 3; ++which) {
+      auto type = cast<RankedTensorType>(tables[which].getType());
+      specs[which].experts = type.getDimSize(0);
+      specs[which].n = type.getDimSize(1);
+      specs[which].k = type.getDimSize(2);
+      specs[which].terms = bf16Products ? 1 : 3;
+      std::string why = kimi::gpu::verifyExpertProductSpec(specs[which]);
+      if (!why.empty()) {
+        op.emitRemark() << "kept for kimi-lower-to-linalg (no MXFP4 expert "
+                           "product kernel): "
+                        << why;
+        return;
+      }
+    }
+    const mlir::gpu::KernelDim3 threads = [&] {
+      OpBuilder b(op);
+      auto c = [&](int64_t v) {
+        return arith::ConstantIndexOp::create(b, op.getLoc(), v);
+      };
+      return mlir::gpu::KernelDim3{c(kimi::gpu::kExpertProductThreads), c(1),
+                                   c(1)};
+    }();
+    auto product = [&](OpBuilder &b, Location loc, Value rows, unsigned which,
+                       int64_t out, Value cap, Value counts) -> Value {
+      const kimi::gpu::ExpertProductSpec &s = specs[which];
+      std::string name =
+          "expert_product_" + std::to_string(kernels.size());
+      auto kernel = kernels.get(s.key(), [&](OpBuilder &mb,
+                                             mlir::gpu::GPUModuleOp m) {
+        return kimi::gpu::emitExpertProductKernel(mb, loc, m, name, s);
+      });
+      auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+      lowering::Mxfp4Table t =
+          lowering::packedTable(b, loc, tables[which], op.getScales()[which]);
+      auto input = [&](Value tensor) {
+        return kimi::gpu::asDynamicBuffer(
+            b, loc, kimi::gpu::flatInputBuffer(b, loc, tensor));
+      };
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(s.experts), cap,
+                                         b.getIndexAttr(out)};
+      Value result = kimi::gpu::allocFlatBuffer(b, loc, sizes, b.getF32Type());
+      Value rowTiles = arith::DivUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, cap, c(kimi::gpu::kExpertProductTileM - 1)),
+          c(kimi::gpu::kExpertProductTileM));
+      mlir::gpu::KernelDim3 grid{
+          c((out + kimi::gpu::kExpertProductTileN - 1) /
+            kimi::gpu::kExpertProductTileN),
+          rowTiles, c(s.experts)};
+      mlir::gpu::LaunchFuncOp::create(
+          b, loc, kernel, grid, threads, Value(),
+          ValueRange{input(rows), input(t.packed), input(t.scales),
+                     input(counts), kimi::gpu::asDynamicBuffer(b, loc, result),
+                     cap});
+      return kimi::gpu::tensorOfFlatBuffer(
+          b, loc, result,
+          RankedTensorType::get({s.experts, ShapedType::kDynamic, out},
+                                b.getF32Type()),
+          sizes);
+    };
+    OpBuilder b(op);
+    Value replacement = lowering::lowerSortedRoutedExperts(b, op, product);
+    op.getOut().replaceAllUsesWith(replacement);
+    op.erase();
   }
 
   void rewrite(kimi::gpu::GeneratedKernels &kernels, RoutedExpertsOp op) {

@@ -82,7 +82,7 @@ size_t BufferSpec::bytes() const {
   int64_t numel = 0;
   if (!checkedNumel(shape, numel))
     return 0;
-  return static_cast<size_t>(numel) * dtypeSize(dtype);
+  return static_cast<size_t>(storedBytes(dtype, numel));
 }
 
 int EntrySpec::findBuffer(const std::string &bufferName) const {

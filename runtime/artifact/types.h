@@ -97,7 +97,8 @@ struct BufferSpec {
   std::vector<int64_t> shape;
   std::vector<uint8_t> data; // constant buffers
 
-  /// numel * dtype size (0 if the shape is invalid).
+  /// Bytes as stored (storedBytes: MXFP4 values two a byte); 0 if the shape
+  /// is invalid.
   size_t bytes() const;
 };
 

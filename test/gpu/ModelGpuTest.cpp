@@ -638,7 +638,11 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 // every expert for every token (top-k = E), so routing cannot flip.
 // k3-tiny-mxfp4: MXFP4 routed experts on both targets (random weights
 // quantised to MXFP4): the GPU decode steps' routed-expert kernels decode
-// the bytes in registers, the CPU in its loops.
+// the bytes in registers, the CPU in its loops; the 256-token prefill step's
+// sorted expert products run as the tensor-core kernel with three bf16
+// terms a row value (as exact as f32). k3-tiny-mxbw: the same kernel with
+// its rows rounded to bf16 (the default products) on a top-k = E config,
+// within twice what bf16 activations change on the CPU at MXFP4.
 // k3-tiny: 300 tokens = one 256-token GPU prefill step + 44 decode steps
 // (CPU: four 64-token steps + 44); k3-mini: 70 = one 64-token step + 6.
 // k3-tiny-kda: k3-tiny with the generated KDA kernels (--gpu-kda-kernels)
@@ -655,6 +659,8 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                                            ModelCase{"k3-tiny-mxfp4", 300, 6},
                                            ModelCase{"k3-tiny-bw", 300, 6, 0,
                                                      "k3-tiny-a16"},
+                                           ModelCase{"k3-tiny-mxbw", 300, 6, 0,
+                                                     "k3-tiny-mxa16"},
                                            ModelCase{"k3-mini", 70, 3},
                                            ModelCase{"k3-tiny-kda", 300, 6, 0,
                                                      "k3-tiny"},

@@ -479,6 +479,23 @@ TEST(KernelLibrary, RoundTripKeepsBuffersAndLaunches) {
   EXPECT_EQ(e.buffers[3].bytes(), size_t(5 * 2 * 16 * 128 * 2));
 }
 
+// A buffer's bytes are its stored bytes: what the runtime allocates and what
+// a constant's data must hold. MXFP4 values pack two a byte.
+TEST(KernelLibrary, BufferBytesAreStoredBytes) {
+  BufferSpec b;
+  b.shape = {3, 64};
+  b.dtype = DType::kF32;
+  EXPECT_EQ(b.bytes(), size_t(3 * 64 * 4));
+  b.dtype = DType::kBF16;
+  EXPECT_EQ(b.bytes(), size_t(3 * 64 * 2));
+  b.dtype = DType::kF4E2M1;
+  EXPECT_EQ(b.bytes(), size_t(3 * 64 / 2));
+  b.shape = {3, 5}; // an odd count rounds up to whole bytes
+  EXPECT_EQ(b.bytes(), size_t(8));
+  b.shape = {-1, 5};
+  EXPECT_EQ(b.bytes(), size_t(0));
+}
+
 TEST(KernelLibrary, SemanticChecksNameWhatAndWhere) {
   std::vector<SemanticCase> cases = {
       {"cpu target", [](ArtifactSpec &a) { a.target.name = "cpu"; },

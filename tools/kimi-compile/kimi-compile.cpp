@@ -242,11 +242,13 @@ cl::opt<std::string> gpuMatmulPrecision(
     cl::init("f32"), cl::cat(category));
 cl::opt<bool> gpuBf16WeightProducts(
     "gpu-bf16-weight-products",
-    cl::desc("--target sm_90a models: a cuBLASLt product of a bf16 weight "
+    cl::desc("--target sm_90a models: a product of a bf16 or MXFP4 weight "
              "and f32 activations rounds the activations to bf16 and runs "
-             "on bf16 tensor cores with f32 accumulation (default off: the "
-             "weight is widened to f32, exactly)"),
-    cl::init(false), cl::cat(category));
+             "on bf16 tensor cores with f32 accumulation (default on; "
+             "=false: the reference configuration, products as exact as "
+             "f32 (cuBLASLt widens the weight; the MXFP4 expert products "
+             "split the activations into three bf16 terms))"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> gpuCublas(
     "gpu-cublas",
     cl::desc("--target sm_90a models: run plain matrix products through the "

@@ -1,5 +1,6 @@
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-routed-experts-kernels -verify-diagnostics | FileCheck %s
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-routed-experts-kernels=max-tokens=0 | FileCheck %s --check-prefix=NONE
+// RUN: kimi-opt %s -split-input-file -kimi-gpu-routed-experts-kernels=bf16-products=false | FileCheck %s --check-prefix=EXACT
 
 // A decode step's routed experts (k3-tiny's sizes: 16 experts of 64 x 128,
 // 4 slots, SiTU) become two launches. gate_up: one block row per slot,
@@ -77,6 +78,7 @@ func.func @decode(%z: tensor<1x1x128xf32>, %w: tensor<1x1x4xf32>, %i: tensor<1x1
 // CHECK-COUNT-2: vector.reduction <add>
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK-NOT: gpu.shuffle
+// NONE-LABEL: func.func @silu_i64
 func.func @silu_i64(%z: tensor<3x256xf32>, %w: tensor<3x6xf32>, %i: tensor<3x6xi64>,
                     %g: tensor<8x200x256xf32>, %u: tensor<8x200x256xf32>, %d: tensor<8x256x200xf32>) -> tensor<3x256xf32> {
   %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<3x256xf32>, tensor<3x6xf32>, tensor<3x6xi64>, tensor<8x200x256xf32>, tensor<8x200x256xf32>, tensor<8x256x200xf32>) -> tensor<3x256xf32>
@@ -168,6 +170,40 @@ func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>
                  %gs: tensor<16x64x8xf8E8M0FNU>, %us: tensor<16x64x8xf8E8M0FNU>, %ds: tensor<16x256x2xf8E8M0FNU>) -> tensor<1x256xf32> {
   %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<1x256xf32>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x256xf4E2M1FN>, tensor<16x64x256xf4E2M1FN>, tensor<16x256x64xf4E2M1FN>, tensor<16x64x8xf8E8M0FNU>, tensor<16x64x8xf8E8M0FNU>, tensor<16x256x2xf8E8M0FNU>) -> tensor<1x256xf32>
   return %r : tensor<1x256xf32>
+}
+
+// -----
+
+// A prefill step's MXFP4 experts are sorted by expert (ranks and counts as
+// linalg, one host read of the largest count), and the three products run
+// as the tensor-core kernel: grid (columns / 64, rows / 64, experts), the
+// codes and scales as i8 buffers, the counts, and the [E, cap, N] result.
+// Per 32-deep step the kernel decodes 8 codes a word into a bf16 tile and
+// runs four mma.sync per warp and 16-deep half for each of its two row
+// tiles (bf16 rows; three terms each with bf16-products=false).
+// CHECK-LABEL: func.func @mxfp4_prefill
+// CHECK-NOT: kimi.routed_experts
+// CHECK: call @kimi_host_read_i32
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %{{.*}}, %c16{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>, %{{.*}} : index)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c4{{[_0-9]*}}, %{{.*}}, %c16{{[_0-9]*}})
+// CHECK: gpu.func @expert_product_0
+// CHECK: vector.load {{.*}} vector<4xf32>
+// CHECK: vector.bitcast {{.*}} : vector<4xi8> to vector<1xi32>
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.func @expert_product_1
+// EXACT-LABEL: func.func @mxfp4_prefill
+// EXACT: gpu.func @expert_product_0
+// EXACT-COUNT-48: nvvm.mma.sync
+// EXACT-NOT: nvvm.mma.sync
+// EXACT: gpu.func @expert_product_1
+func.func @mxfp4_prefill(%z: tensor<128x256xf32>, %w: tensor<128x4xf32>, %i: tensor<128x4xi32>,
+                 %g: tensor<16x64x256xf4E2M1FN>, %u: tensor<16x64x256xf4E2M1FN>, %d: tensor<16x256x64xf4E2M1FN>,
+                 %gs: tensor<16x64x8xf8E8M0FNU>, %us: tensor<16x64x8xf8E8M0FNU>, %ds: tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xf32> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<128x256xf32>, tensor<128x4xf32>, tensor<128x4xi32>, tensor<16x64x256xf4E2M1FN>, tensor<16x64x256xf4E2M1FN>, tensor<16x256x64xf4E2M1FN>, tensor<16x64x8xf8E8M0FNU>, tensor<16x64x8xf8E8M0FNU>, tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xf32>
+  return %r : tensor<128x256xf32>
 }
 
 // -----

@@ -1,0 +1,55 @@
+//===- ExpertProductKernel.h - MXFP4 expert products on tensor cores -*- C++ -*-===//
+//
+// The products of a prefill step's token-sorted routed experts when the
+// experts are MXFP4 (kimi-gpu-routed-experts-kernels, above its decode
+// kernels' token count): rows [E, cap, K] f32 times each expert's table
+// [E, N, K] held as the checkpoint's bytes, on bf16 tensor cores. The codes
+// and E8M0 scales are decoded into shared memory tile by tile (exactly: an
+// MXFP4 value has two significant bits, so bf16 holds it), never into HBM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KIMI_LOWERING_TOGPU_EXPERTPRODUCTKERNEL_H
+#define KIMI_LOWERING_TOGPU_EXPERTPRODUCTKERNEL_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <array>
+#include <string>
+
+namespace kimi::gpu {
+
+/// What the kernel is specialised on.
+struct ExpertProductSpec {
+  int64_t experts = 0, n = 0, k = 0;
+  /// bf16 terms each f32 row value is split into before the products: 1
+  /// rounds the activations to bf16 (the default products); 3 holds all 24
+  /// bits of an f32 significand (hi + mid + lo), so with the exactly
+  /// decoded weights the products are as exact as f32 arithmetic
+  /// (--gpu-bf16-weight-products=false, the reference configuration).
+  int terms = 1;
+
+  std::string key() const;
+};
+
+/// Empty when the kernel covers `s`, else what it does not support.
+std::string verifyExpertProductSpec(const ExpertProductSpec &s);
+
+inline constexpr int64_t kExpertProductThreads = 128;
+/// Rows (of an expert's block) and columns of one thread block's tile.
+inline constexpr int64_t kExpertProductTileM = 64, kExpertProductTileN = 64;
+
+/// `gpu.func @name(rows [E cap K] f32, codes [E N K/2] i8, scales
+/// [E N K/32] i8, counts [E] i32, out [E cap N] f32, cap index)`, grid
+/// (ceil(N / 64), ceil(cap / 64), E), 128 threads: out[e, m, :] for the
+/// first counts[e] rows of each expert (the others are not written).
+mlir::gpu::GPUFuncOp emitExpertProductKernel(mlir::OpBuilder &b,
+                                             mlir::Location loc,
+                                             mlir::gpu::GPUModuleOp module,
+                                             llvm::StringRef name,
+                                             const ExpertProductSpec &s);
+
+} // namespace kimi::gpu
+
+#endif
