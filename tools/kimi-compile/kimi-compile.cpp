@@ -309,7 +309,8 @@ cl::opt<int64_t> gpuGemvMaxM(
     "gpu-gemv-max-m",
     cl::desc("--target sm_90a models: matrix products of at most this many "
              "rows (decode steps; 0..8) run as the generated GEMV kernel, "
-             "exact f32 with 16-byte weight loads, instead of cuBLASLt "
+             "reading the weight at its stored type (f32, bf16 or MXFP4) "
+             "with f32 accumulation, instead of cuBLASLt "
              "(kimi-gpu-gemm-calls{gemv-max-m}; default 4, 0: none)"),
     cl::init(4), cl::cat(category));
 cl::opt<int64_t> gpuGemvMaxGroup(
