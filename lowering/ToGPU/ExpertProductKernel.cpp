@@ -190,7 +190,6 @@ struct ExpertProductEmitter {
 
     // Epilogue: two adjacent columns a register pair, rows within the count.
     Value outBase = e.mul(e.add(e.mul(ex, cap), m0), e.idx(N));
-    (void)n0;
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t half = 0; half < 2; ++half) {
         Value r = e.add(e.mul(wm, e.idx(32)), e.add(e.idx(16 * i + 8 * half), g));
