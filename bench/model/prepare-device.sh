@@ -7,7 +7,10 @@
 #
 # A variant is NAME=kimi-compile flags; the defaults are the configurations
 # docs/perf/model.md reports. Every artifact has the KDA and MLA kernels and
-# TF32 products unless its flags say otherwise (`--gpu-mla-kernels=false`).
+# TF32 products unless its flags say otherwise (`--gpu-mla-kernels=false`),
+# and computes at sm_90a's default types (bf16 activations, weights at the
+# release's types); the f32 reference is `--activations f32 --weights f32
+# --gpu-bf16-weight-products=false`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KIMI_BUILD_DIR:-$root/build}

@@ -70,8 +70,19 @@ Value generic(OpBuilder &b, Location loc, Value init, ValueRange inputs,
       return elementwise(b, loc, to, v,
                          [](OpBuilder &, Location, ValueRange a) { return a[0]; });
     };
-    Value wide = generic(b, loc, cast(init, wideType), inputs, maps, iterators,
-                         body);
+    // A filled init (a product's zeros) becomes an f32 fill, not a cast of
+    // one: later passes recognise a fill (one per product, and the GPU's
+    // products overwrite their output instead of reading it).
+    Value wideInit;
+    if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
+      Value scalar = toF32(b, loc, fill.getInputs()[0]);
+      Value empty = tensor::EmptyOp::create(b, loc, sizesOf(b, loc, init),
+                                            b.getF32Type());
+      wideInit = linalg::FillOp::create(b, loc, scalar, empty).getResult(0);
+    } else {
+      wideInit = cast(init, wideType);
+    }
+    Value wide = generic(b, loc, wideInit, inputs, maps, iterators, body);
     return cast(wide, initType);
   }
   auto op = linalg::GenericOp::create(

@@ -426,7 +426,11 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
   };
   Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
         wtsBuf = bufferOf(wts);
-  auto rowsType = MemRefType::get({E, ShapedType::kDynamic, W}, f32);
+  // Rows at the tokens' type when that is bf16 (half the bytes, the same
+  // values: the products widen them), else f32.
+  Type rowElement = typeOf(z).getElementType().isBF16() ? typeOf(z).getElementType()
+                                                        : Type(f32);
+  auto rowsType = MemRefType::get({E, ShapedType::kDynamic, W}, rowElement);
   Value rows = memref::AllocOp::create(b, loc, rowsType, ValueRange{cap});
   Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
   scf::ParallelOp::create(
@@ -445,17 +449,20 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
                                 ib, il,
                                 memref::LoadOp::create(ib, il, rankBuf,
                                                        ValueRange{iv[0], iv[1]}));
-                            Value x = toF32(
+                            Value x = fromF32(
                                 ib, il,
-                                memref::LoadOp::create(ib, il, zBuf,
-                                                       ValueRange{iv[0], iv[2]}));
+                                toF32(ib, il,
+                                      memref::LoadOp::create(
+                                          ib, il, zBuf, ValueRange{iv[0], iv[2]})),
+                                rowElement);
                             memref::StoreOp::create(ib, il, x, rows,
                                                     ValueRange{e, r, iv[2]});
                             scf::YieldOp::create(ib, il);
                           });
       });
   Value sortedRows = bufferization::ToTensorOp::create(
-      b, loc, RankedTensorType::get({E, ShapedType::kDynamic, W}, f32), rows,
+      b, loc, RankedTensorType::get({E, ShapedType::kDynamic, W}, rowElement),
+      rows,
       /*restrict=*/true, /*writable=*/true);
 
   // The projections, batched over experts: rows beyond an expert's count

@@ -31,7 +31,7 @@ constexpr int64_t kLd = kDepth + 8; // bf16 row stride: no bank conflicts
 std::string ExpertProductSpec::key() const {
   return "expert_product_e" + std::to_string(experts) + "_n" +
          std::to_string(n) + "_k" + std::to_string(k) + "_t" +
-         std::to_string(terms);
+         std::to_string(terms) + (bf16Rows ? "_r16" : "");
 }
 
 std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
@@ -43,6 +43,8 @@ std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
     return "n = " + std::to_string(s.n) + " is not a multiple of 8";
   if (s.terms != 1 && s.terms != 3)
     return "terms = " + std::to_string(s.terms) + " is not 1 or 3";
+  if (s.bf16Rows && s.terms != 1)
+    return "bf16 rows are one term (terms = " + std::to_string(s.terms) + ")";
   return "";
 }
 
@@ -107,9 +109,12 @@ struct ExpertProductEmitter {
         Value c = e.mul(e.remu(piece, e.idx(kDepth / 4)), e.idx(4));
         Value valid = e.ult(e.add(m0, r), limit);
         Value at = e.add(rowBase, e.add(e.mul(r, e.idx(K)), e.add(k0, c)));
-        Value v = vector::LoadOp::create(b, loc, vec(4, f32), rows,
-                                         ValueRange{e.select(valid, at, e.idx(0))},
-                                         false, llvm::MaybeAlign(16));
+        Value v = vector::LoadOp::create(
+            b, loc, vec(4, s.bf16Rows ? bf16 : f32), rows,
+            ValueRange{e.select(valid, at, e.idx(0))}, false,
+            llvm::MaybeAlign(s.bf16Rows ? 8 : 16));
+        if (s.bf16Rows) // exact; the one term rounds nothing
+          v = arith::ExtFOp::create(b, loc, vec(4, f32), v);
         v = arith::SelectOp::create(b, loc, valid, v, zeros4);
         rowPieces.push_back({v, e.add(e.mul(r, e.idx(kLd)), c)});
       }
@@ -231,7 +236,8 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   auto dyn = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
   Type f32 = b.getF32Type(), i8 = b.getI8Type();
-  SmallVector<Type> args = {dyn(f32), dyn(i8), dyn(i8), dyn(b.getI32Type()),
+  SmallVector<Type> args = {dyn(s.bf16Rows ? b.getBF16Type() : f32), dyn(i8),
+                            dyn(i8), dyn(b.getI32Type()),
                             dyn(f32), b.getIndexType()};
   auto fn = createKernel(b, loc, module, name, args,
                          {int32_t(kExpertProductThreads), 1, 1});

@@ -29,6 +29,8 @@ struct ExpertProductSpec {
   /// decoded weights the products are as exact as f32 arithmetic
   /// (--gpu-bf16-weight-products=false, the reference configuration).
   int terms = 1;
+  /// The rows are bf16 (bf16 activations): read at 2 bytes, one term.
+  bool bf16Rows = false;
 
   std::string key() const;
 };
@@ -40,7 +42,7 @@ inline constexpr int64_t kExpertProductThreads = 128;
 /// Rows (of an expert's block) and columns of one thread block's tile.
 inline constexpr int64_t kExpertProductTileM = 64, kExpertProductTileN = 64;
 
-/// `gpu.func @name(rows [E cap K] f32, codes [E N K/2] i8, scales
+/// `gpu.func @name(rows [E cap K] f32 or bf16, codes [E N K/2] i8, scales
 /// [E N K/32] i8, counts [E] i32, out [E cap N] f32, cap index)`, grid
 /// (ceil(N / 64), ceil(cap / 64), E), 128 threads: out[e, m, :] for the
 /// first counts[e] rows of each expert (the others are not written).

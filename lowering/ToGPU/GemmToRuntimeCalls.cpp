@@ -320,7 +320,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   }
 
   /// Whether `g` is an elementwise op the GEMV kernel can apply at the
-  /// store: identity maps over buffers of `shape` (f32), all loops
+  /// store: identity maps over buffers of `shape` (f32 or bf16), all loops
   /// parallel, one output, and a body of pure, region-free arith and math
   /// ops that yields one of its values and uses only constants from
   /// outside.
@@ -337,7 +337,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       auto t = dyn_cast<MemRefType>(v.getType());
       SmallVector<int64_t> strides;
       int64_t offset;
-      if (!t || t.getShape() != shape || !t.getElementType().isF32() ||
+      if (!t || t.getShape() != shape ||
+          !(t.getElementType().isF32() || t.getElementType().isBF16()) ||
           failed(t.getStridesAndOffset(strides, offset)) ||
           ShapedType::isDynamic(offset) ||
           llvm::any_of(strides, ShapedType::isDynamic))
@@ -373,7 +374,11 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     os << " ld " << ep.ldOut << "/" << ep.batchOut;
     for (auto [ld, batch] : llvm::zip(ep.ldExtra, ep.batchExtra))
       os << "," << ld << "/" << batch;
-    os << " keep " << ep.keepSum[0] << ep.keepSum[1] << ";";
+    os << " keep " << ep.keepSum[0] << ep.keepSum[1] << " types "
+       << ep.outType;
+    for (Type t : ep.extraTypes)
+      os << "," << t;
+    os << ";";
     for (Operation &op : *ep.body) {
       os << " " << op.getName() << "(";
       for (Value v : op.getOperands()) {
@@ -591,6 +596,12 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       }
       if (!strided)
         continue;
+      auto elementOf = [](Value v) {
+        return cast<MemRefType>(v.getType()).getElementType();
+      };
+      ep.outType = elementOf(out);
+      for (Value x : extras)
+        ep.extraTypes.push_back(elementOf(x));
       ep.keepSum[0] = cRoot != outRoot && usedAfter(g, cRoot);
       ep.keepSum[1] = pair && qRoot != outRoot && usedAfter(g, qRoot);
       ep.text = epilogueText(ep);
@@ -850,12 +861,15 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     if (!unit(sa[c.k], spec.k) || !unit(sb[c.k], spec.k) ||
         !unit(sc[c.n], spec.n))
       return std::nullopt;
-    // A (the activation) is f32; B may be a bf16 weight.
+    // A (the activation) is f32 or bf16 (bf16 activations); B may be a
+    // bf16 weight. The kernel widens both in registers.
     auto elementOf = [&](Value v) {
       return cast<MemRefType>(v.getType()).getElementType();
     };
-    if (!elementOf(op.getDpsInputs()[0]).isF32())
+    Type aType = elementOf(op.getDpsInputs()[0]);
+    if (!aType.isF32() && !aType.isBF16())
       return std::nullopt;
+    spec.bf16Activations = aType.isBF16();
     spec.bf16Weights = elementOf(op.getDpsInputs()[1]).isBF16();
     spec.lda = spec.m == 1 ? 0 : sa[c.m];
     spec.ldb = spec.n == 1 ? 0 : sb[c.n];

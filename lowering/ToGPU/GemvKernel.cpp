@@ -34,7 +34,7 @@ std::string GemvKernelSpec::key() const {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
          "_" + std::to_string(lda) + "_" + std::to_string(ldb) + "_" +
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
-         (bf16Weights ? "_bf16" : "") +
+         (bf16Weights ? "_bf16" : "") + (bf16Activations ? "_a16" : "") +
          (accumulate ? "_acc" : "") + (weights == 2 ? "_x2" : "") +
          (batch > 1 ? "_b" + std::to_string(batch) + "x" +
                           std::to_string(batchA) + "x" +
@@ -108,9 +108,10 @@ LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group, std::string &why) 
       return failure();
     }
     if (p.m != first.m || p.k != first.k || p.lda != first.lda ||
-        p.rowsPerWarp != first.rowsPerWarp) {
+        p.rowsPerWarp != first.rowsPerWarp ||
+        p.bf16Activations != first.bf16Activations) {
       why = "product " + std::to_string(i) +
-            " differs from product 0 in m, k, lda or rows per warp";
+            " differs from product 0 in m, k, lda, rows per warp or A's type";
       return failure();
     }
   }
@@ -134,8 +135,12 @@ LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec, std::string &why)
   else if (spec.weights != 1 && spec.weights != 2)
     why = "weights = " + std::to_string(spec.weights) + " is not 1 or 2";
   else if (const std::optional<GemvEpilogue> &ep = spec.epilogue) {
-    if (ep->batchExtra.size() != ep->ldExtra.size())
-      why = "the epilogue's extra buffers need a row and a batch stride each";
+    if (ep->batchExtra.size() != ep->ldExtra.size() ||
+        ep->extraTypes.size() != ep->ldExtra.size())
+      why = "the epilogue's extra buffers need a row stride, a batch stride "
+            "and an element type each";
+    else if (!ep->outType)
+      why = "the epilogue's output needs an element type";
     else if (!ep->body || ep->args.size() != ep->body->getNumArguments())
       why = "the epilogue binds " + std::to_string(ep->args.size()) +
             " block arguments of a body that has " +
@@ -200,8 +205,11 @@ SmallVector<Value> emitWarpDotPartials(KernelEmitter &e,
   // MXFP4 rows: 8 values a lane and chunk (a 4-byte word of codes), else 4
   // (a 16-byte piece of f32, 8 bytes of bf16).
   const bool mx = !rows.empty() && rows.front().scales;
-  for (const WarpDotRow &row : rows)
-    assert(bool(row.scales) == mx && "MXFP4 rows and dense rows mixed");
+  assert(llvm::all_of(rows,
+                      [&](const WarpDotRow &row) {
+                        return bool(row.scales) == mx;
+                      }) &&
+         "MXFP4 rows and dense rows mixed");
   const int64_t V = mx ? 8 : 4, chunkK = 32 * V;
   auto vec = VectorType::get({V}, b.getF32Type());
   Value zeroVec = arith::ConstantOp::create(
@@ -341,14 +349,23 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   // Warp w takes row group w / S of its block and k share w % S.
   const int64_t S = group.kSplit, share = K / S,
                 groupsPerBlock = kGemvWarps / S;
-  // A, then each product's buffers: its weights at their type, the rest f32.
-  MemRefType buffer = gemvBufferType(b.getContext());
-  SmallVector<Type> argTypes{buffer};
-  for (const GemvKernelSpec &p : group.products)
-    for (int64_t i = 0; i < p.bufferArgs(); ++i)
-      argTypes.push_back(i < 2 * p.weights && i % 2 == 0 && p.bf16Weights
-                             ? gemvBufferType(b.getContext(), b.getBF16Type())
-                             : buffer);
+  // A, then each product's buffers: its weights at their type, C f32, the
+  // epilogue's output and extras at theirs.
+  MLIRContext *ctx = b.getContext();
+  MemRefType buffer = gemvBufferType(ctx);
+  Type bf16 = b.getBF16Type();
+  SmallVector<Type> argTypes{
+      shared.bf16Activations ? gemvBufferType(ctx, bf16) : buffer};
+  for (const GemvKernelSpec &p : group.products) {
+    for (int64_t i = 0; i < 2 * p.weights; ++i)
+      argTypes.push_back(i % 2 == 0 && p.bf16Weights ? gemvBufferType(ctx, bf16)
+                                                     : buffer);
+    if (p.epilogue) {
+      argTypes.push_back(gemvBufferType(ctx, p.epilogue->outType));
+      for (Type t : p.epilogue->extraTypes)
+        argTypes.push_back(gemvBufferType(ctx, t));
+    }
+  }
   GPUFuncOpAndEmitter k(b, loc, module, name, argTypes,
                         {static_cast<int32_t>(kGemvThreads), 1, 1});
   KernelEmitter &e = k.e;

@@ -6,7 +6,8 @@
 // a 2048 x 2048 f32 weight at about 1.3 TB/s on the H200; this one keeps
 // 16-byte loads of several weight rows in flight per lane.
 //
-// Buffers (f32, unit stride along k and n, rows 16-byte aligned):
+// Buffers (f32 or bf16 A and B, f32 C; unit stride along k and n, rows
+// aligned to four elements):
 //   a [M, K] row stride lda;  b [N, K] row stride ldb;  c [M, N] row stride ldc
 // Grid: ceil(N / (4 * rowsPerWarp)) blocks of 128 threads; each warp owns
 // `rowsPerWarp` rows of B and all M rows of A, lanes split k in 16-byte
@@ -47,6 +48,12 @@ struct GemvEpilogue {
   /// buffer.
   int64_t ldOut = 0, batchOut = 0;
   llvm::SmallVector<int64_t> ldExtra, batchExtra;
+  /// Element types of the output and of each extra buffer (f32 or bf16:
+  /// with bf16 activations the op rounds the sums to bf16 and may add a
+  /// bf16 residual); the body converts, the kernel loads and stores them
+  /// as they are.
+  mlir::Type outType;
+  llvm::SmallVector<mlir::Type> extraTypes;
   /// Weight j's sums are stored to its C as well (something reads C later).
   bool keepSum[2] = {false, false};
   /// The body and bindings as canonical text: equal texts, equal kernels.
@@ -58,8 +65,11 @@ struct GemvKernelSpec {
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t rowsPerWarp = 2;
   /// B's element type: f32, or bf16 (read at 2 bytes, widened in
-  /// registers; A, C and the epilogue's buffers stay f32).
+  /// registers; C stays f32).
   bool bf16Weights = false;
+  /// A's element type: f32, or bf16 (bf16 activations, widened in
+  /// registers like a bf16 weight). Shared by a group's products.
+  bool bf16Activations = false;
   /// C += A B^T (the product accumulates onto C); else C = A B^T.
   bool accumulate = false;
   /// Weights read against A (1, or 2: a pair such as an MLP's gate and up,

@@ -29,6 +29,10 @@ Value kimi::gpu::convertElementType(OpBuilder &b, Location loc, Value t,
   if (type.getElementType() == element)
     return t;
   Type to = type.clone(element);
+  // bf16 <-> f16: through f32 (exact), then one rounding.
+  if (element.getIntOrFloatBitWidth() == type.getElementTypeBitWidth())
+    return convertElementType(
+        b, loc, convertElementType(b, loc, t, b.getF32Type()), element);
   if (element.getIntOrFloatBitWidth() < type.getElementTypeBitWidth())
     return arith::TruncFOp::create(b, loc, to, t);
   return arith::ExtFOp::create(b, loc, to, t);

@@ -73,10 +73,18 @@ struct MlaDecodeEmitter {
   const MlaDecodeShape &s;
   const int64_t W, R, ld;
 
+  /// Four elements of an f32 or bf16 buffer as f32 (a bf16 piece is 8
+  /// bytes, widened in registers).
   Value vec4(Value memref, Value index) {
     auto type = VectorType::get({4}, e.b.getF32Type());
-    return vector::LoadOp::create(e.b, e.loc, type, memref, ValueRange{index},
-                                  /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    if (element.isF32())
+      return vector::LoadOp::create(e.b, e.loc, type, memref, ValueRange{index},
+                                    /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value narrow = vector::LoadOp::create(
+        e.b, e.loc, VectorType::get({4}, element), memref, ValueRange{index},
+        /*nontemporal=*/false, llvm::MaybeAlign(8));
+    return arith::ExtFOp::create(e.b, e.loc, type, narrow);
   }
   Value zeros4() {
     auto type = VectorType::get({4}, e.b.getF32Type());
@@ -94,6 +102,11 @@ struct MlaDecodeEmitter {
   /// loads of a tile stay in flight together).
   Value eitherVec4(Value inFirst, Value first, Value atFirst, Value second,
                    Value atSecond, Value valid) {
+    // Buffers of two types (f32 absorbed queries, bf16 q_pe): a guarded
+    // load from each.
+    if (first.getType() != second.getType())
+      return e.select(inFirst, guardedVec4(first, atFirst, e.andI(valid, inFirst)),
+                      guardedVec4(second, atSecond, valid));
     Value from = e.select(inFirst, first, second);
     return guardedVec4(from, e.select(inFirst, atFirst, atSecond), valid);
   }
@@ -131,7 +144,9 @@ struct MlaDecodeEmitter {
   /// could name unmapped memory).
   void prefetchRangeL1(Value buffer, Value start, Value count, int64_t most,
                        Value tid) {
-    constexpr int64_t kLine = 32; // f32 elements of a 128-byte line
+    // Elements of a 128-byte line.
+    const int64_t kLine =
+        128 / (cast<MemRefType>(buffer.getType()).getElementTypeBitWidth() / 8);
     const int64_t trips =
         ((most + kLine - 1) / kLine + kMlaDecodeThreads - 1) / kMlaDecodeThreads;
     Value lines = e.divu(e.add(count, e.idx(kLine - 1)), e.idx(kLine));
@@ -150,6 +165,7 @@ struct MlaDecodeEmitter {
     OpBuilder &b = e.b;
     Type f16 = b.getF16Type();
     const int64_t H = s.heads, dq = s.dq();
+    const int64_t cacheBytes = s.bf16Cache ? 2 : 4;
     Value tile = e.sharedBuffer(module, (name + "_keys").str(),
                                 kMlaDecodeTileKeys * ld, f16);
     Value xchg = e.sharedBuffer(module, (name + "_scores").str(),
@@ -197,12 +213,13 @@ struct MlaDecodeEmitter {
       constexpr int64_t kMaxL2PrefetchBytes = int64_t(1) << 20;
       Value cached = arith::MinSIOp::create(
           b, e.loc, e.maxs(e.sub(cacheEnd, k0), e.idx(0)),
-          e.idx(std::max<int64_t>(1, kMaxL2PrefetchBytes / (W * 4))));
+          e.idx(std::max<int64_t>(1, kMaxL2PrefetchBytes / (W * cacheBytes))));
       auto first = scf::IfOp::create(
           b, e.loc, e.andI(e.eq(tid, e.idx(0)), e.ult(e.idx(0), cached)), false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&first.getThenRegion().front());
-      e.prefetchL2(cache, cacheRowsFrom(k0), e.toI32(e.mul(cached, e.idx(W * 4))));
+      e.prefetchL2(cache, cacheRowsFrom(k0),
+                   e.toI32(e.mul(cached, e.idx(W * cacheBytes))));
     }
     Value qRows = arith::MinSIOp::create(b, e.loc, e.sub(TH, row0),
                                          e.idx(kMlaDecodeRows));
@@ -564,9 +581,11 @@ mlir::gpu::GPUFuncOp emitMlaDecodeSplitKernel(OpBuilder &b, Location loc,
                                               const MlaDecodeShape &s) {
   OpBuilder::InsertionGuard guard(b);
   Type f32 = b.getF32Type(), index = b.getIndexType();
-  SmallVector<Type> args = {dyn(f32), dyn(f32), dyn(f32)};
+  Type queryType = s.bf16Queries ? b.getBF16Type() : f32,
+       cacheType = s.bf16Cache ? b.getBF16Type() : f32;
+  SmallVector<Type> args = {dyn(f32), dyn(queryType), dyn(cacheType)};
   if (s.hasRows)
-    args.push_back(dyn(f32));
+    args.push_back(dyn(cacheType));
   if (s.hasLengths)
     args.push_back(dyn(b.getI32Type()));
   args.append({dyn(f32), dyn(f32), dyn(f32), index, index});

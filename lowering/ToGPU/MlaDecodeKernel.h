@@ -48,6 +48,10 @@ struct MlaDecodeShape {
   int64_t nope = 0, rope = 0, latent = 0;
   bool hasRows = false, hasLengths = false;
   double scale = 1.0;
+  /// bf16 activations: the queries q, and the cache and its new rows, are
+  /// bf16 (widened as they are staged); else f32. The absorbed queries,
+  /// partial mixes and the mixture stay f32.
+  bool bf16Queries = false, bf16Cache = false;
 
   int64_t width() const { return latent + rope; }
   int64_t dq() const { return nope + rope; }

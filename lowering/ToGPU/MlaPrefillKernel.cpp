@@ -294,11 +294,12 @@ struct MlaPrefillEmitter {
           Value at = e.add(rowBase, col);
           Value v = e.fmul(loop.getResult(4 + nt * 4 + r * 2 + c), inv[r]);
           if (s.hasGate) {
-            Value z = e.load(gate, at);
+            Value z = e.toF32(e.load(gate, at));
             Value sig = e.fdiv(e.f32(1.0), e.fadd(e.f32(1.0), e.exp(e.fneg(z))));
             v = e.fmul(v, sig);
           }
-          e.store(v, out, at);
+          e.store(e.fromF32(v, cast<MemRefType>(out.getType()).getElementType()),
+                  out, at);
         }
     }
   }
@@ -314,12 +315,13 @@ mlir::gpu::GPUFuncOp emitMlaPrefillKernel(OpBuilder &b, Location loc,
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), index = b.getIndexType();
   auto dyn = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
   Type f16 = b.getF16Type();
+  Type io = s.bf16Io ? b.getBF16Type() : f32;
   SmallVector<Type> args = {dyn(f16), dyn(f16), dyn(f16)};
   if (s.hasGate)
-    args.push_back(dyn(f32));
+    args.push_back(dyn(io));
   if (s.hasLengths)
     args.push_back(dyn(i32));
-  args.append({dyn(f32), index, index, index});
+  args.append({dyn(io), index, index, index});
   auto fn = createKernel(b, loc, module, name, args,
                          {int32_t(kMlaThreads), 1, 1});
   b.setInsertionPoint(fn.getBody().front().getTerminator());

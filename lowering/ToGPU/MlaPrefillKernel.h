@@ -37,6 +37,8 @@ struct MlaPrefillShape {
   int64_t nope = 0, rope = 0, dv = 0;
   bool hasGate = false, hasLengths = false;
   double scale = 1.0;
+  /// The gate and the result are bf16 (bf16 activations), else f32.
+  bool bf16Io = false;
 
   int64_t dq() const { return nope + rope; }
 };

@@ -98,13 +98,18 @@ struct KimiGpuMlaKernels
     shape.hasLengths = bool(m.lengths);
     shape.scale = scale;
     std::string why;
-    auto isF32 = [](Value v) {
-      return !v || cast<RankedTensorType>(v.getType()).getElementType().isF32();
+    // All f32, or all bf16 (bf16 activations): the kernel reads f16 copies
+    // of the queries and keys either way, and the gate and the result at
+    // their type.
+    Type io = outType.getElementType();
+    auto isIo = [&](Value v) {
+      return !v || cast<RankedTensorType>(v.getType()).getElementType() == io;
     };
-    if (!isF32(m.q) || !isF32(m.pe ? m.pe : m.cache) ||
-        !isF32(m.latent) || !isF32(m.gate) ||
-        !outType.getElementType().isF32())
-      why = "the kernel reads f32 queries, keys and gate and writes f32";
+    shape.bf16Io = io.isBF16();
+    if (!(io.isF32() || io.isBF16()) || !isIo(m.q) ||
+        !isIo(m.pe ? m.pe : m.cache) || !isIo(m.latent) || !isIo(m.gate))
+      why = "the kernel reads queries, keys and gate of its result's type, "
+            "f32 or bf16";
     else if (ShapedType::isDynamic(shape.heads) ||
              ShapedType::isDynamic(qType.getDimSize(3)) ||
              ShapedType::isDynamic(m.rope))
@@ -152,7 +157,8 @@ struct KimiGpuMlaKernels
                       std::to_string(shape.nope) + "_" + std::to_string(shape.rope) +
                       "_" + std::to_string(shape.dv) + "_" +
                       std::to_string(shape.hasGate) + std::to_string(shape.hasLengths) +
-                      "_" + std::to_string(shape.scale);
+                      "_" + std::to_string(shape.scale) +
+                      (shape.bf16Io ? "_bf16" : "");
     std::string name = "mla_prefill_" + std::to_string(kernels.size());
     auto fn = kernels.get(key, [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
       return kimi::gpu::emitMlaPrefillKernel(mb, loc, m, name, shape);
@@ -183,7 +189,7 @@ struct KimiGpuMlaKernels
       args.push_back(input(m.lengths));
     SmallVector<OpFoldResult> outSizes = qSizes;
     outSizes[3] = b.getIndexAttr(dv);
-    Value out = kimi::gpu::allocFlatBuffer(b, loc, outSizes, b.getF32Type());
+    Value out = kimi::gpu::allocFlatBuffer(b, loc, outSizes, io);
     args.append({dynamic(out), B, T, S});
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
     Value gridX = arith::CeilDivUIOp::create(b, loc, T, c(kimi::gpu::kMlaBlockQueries));
@@ -241,16 +247,22 @@ struct KimiGpuMlaKernels
     shape.nope = qType.getDimSize(3) - shape.rope;
     shape.scale = op.getScale().convertToDouble();
     std::string why;
-    auto isF32 = [](Value v) {
-      return !v || cast<RankedTensorType>(v.getType()).getElementType().isF32();
+    auto isFloat = [](Value v) {
+      Type t = v ? cast<RankedTensorType>(v.getType()).getElementType()
+                 : Type();
+      return !t || t.isF32() || t.isBF16();
+    };
+    auto isBf16 = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getElementType().isBF16();
     };
     // The weight is read by the absorption and expansion products (linalg,
-    // then GEMV kernels or cuBLASLt), which take it at its stored type.
-    Type weight = cast<RankedTensorType>(op.getKvBProj().getType()).getElementType();
-    if (!isF32(op.getQ()) || !isF32(op.getCache()) || !isF32(op.getGate()) ||
-        !(weight.isF32() || weight.isBF16()) || !outType.getElementType().isF32())
-      why = "the decode kernels read f32 queries, cache and gate, an f32 or "
-            "bf16 weight, and write f32";
+    // then GEMV kernels or cuBLASLt), which take it at its stored type, and
+    // so do they the gate and the result.
+    if (!isFloat(op.getQ()) || !isFloat(op.getCache()) ||
+        !isFloat(op.getGate()) || !isFloat(op.getKvBProj()) ||
+        !isFloat(op.getOut()))
+      why = "the decode kernels read f32 or bf16 queries, cache, gate and "
+            "weight, and write f32 or bf16";
     else if (ShapedType::isDynamic(shape.heads) ||
              qType.isDynamicDim(3) || cacheType.isDynamicDim(2))
       why = "heads and head widths must be static";
@@ -265,6 +277,13 @@ struct KimiGpuMlaKernels
     DecodeKeys keys = decodeKeys(op);
     shape.hasRows = bool(keys.rows);
     shape.hasLengths = bool(keys.cacheLengths);
+    shape.bf16Queries = isBf16(op.getQ());
+    shape.bf16Cache = isBf16(keys.cache);
+    if (keys.rows && isBf16(keys.rows) != shape.bf16Cache) {
+      op->emitRemark() << "kept for kimi-lower-to-linalg (no GPU MLA decode "
+                          "kernel): the new rows and the cache differ in type";
+      return success();
+    }
 
     // The queries in the latent space (linalg, like the CPU target).
     Value qa = kimi::lowering::absorbLatentQueries(b, loc, op.getQ(),
@@ -276,7 +295,9 @@ struct KimiGpuMlaKernels
                       std::to_string(shape.latent) + "_" +
                       std::to_string(shape.hasRows) +
                       std::to_string(shape.hasLengths) + "_" +
-                      std::to_string(shape.scale);
+                      std::to_string(shape.scale) +
+                      (shape.bf16Queries ? "_q16" : "") +
+                      (shape.bf16Cache ? "_c16" : "");
     std::string n = std::to_string(kernels.size());
     auto split = kernels.get("decode_split_" + key,
                              [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {

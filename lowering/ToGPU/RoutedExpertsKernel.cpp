@@ -56,6 +56,10 @@ Type RoutedExpertsSpec::weightType(OpBuilder &b) const {
   return bf16Weights ? Type(b.getBF16Type()) : Type(b.getF32Type());
 }
 
+Type RoutedExpertsSpec::tokenType(OpBuilder &b) const {
+  return bf16Tokens ? Type(b.getBF16Type()) : Type(b.getF32Type());
+}
+
 int64_t RoutedExpertsSpec::slotsPerWarp() const {
   return (topK + kWarps - 1) / kWarps;
 }
@@ -65,7 +69,8 @@ std::string RoutedExpertsSpec::key() const {
   llvm::raw_string_ostream os(s);
   os << tokens << "x" << topK << "_" << experts << "x" << inner << "x" << width
      << "_" << (situ ? "situ" : "silu") << "_" << beta << "_" << linearBeta
-     << "_i" << idBits << (mxfp4 ? "_mxfp4" : bf16Weights ? "_bf16" : "");
+     << "_i" << idBits << (mxfp4 ? "_mxfp4" : bf16Weights ? "_bf16" : "")
+     << (bf16Tokens ? "_x16" : "");
   return s;
 }
 
@@ -109,7 +114,7 @@ mlir::gpu::GPUFuncOp emitRoutedGateUpKernel(OpBuilder &b, Location loc,
   const int64_t T = s.tokens, K = s.topK, E = s.experts, I = s.inner,
                 W = s.width, R = kGateUpRows;
   Type f32 = b.getF32Type();
-  SmallVector<Type> args = {flatMemRef(f32, T * W),
+  SmallVector<Type> args = {flatMemRef(s.tokenType(b), T * W),
                             flatMemRef(b.getIntegerType(s.idBits), T * K)};
   addTable(b, s, args, E * I * W);
   addTable(b, s, args, E * I * W);
@@ -174,7 +179,7 @@ mlir::gpu::GPUFuncOp emitRoutedDownKernel(OpBuilder &b, Location loc,
                             flatMemRef(b.getIntegerType(s.idBits), T * K),
                             flatMemRef(f32, T * K)};
   addTable(b, s, args, E * W * I);
-  args.push_back(flatMemRef(f32, T * W));
+  args.push_back(flatMemRef(s.tokenType(b), T * W));
   GPUFuncOpAndEmitter k(b, loc, module, name, args,
                                    {static_cast<int32_t>(kThreads), 1, 1});
   KernelEmitter &e = k.e;
@@ -228,7 +233,8 @@ mlir::gpu::GPUFuncOp emitRoutedDownKernel(OpBuilder &b, Location loc,
   Value total = e.load(partials, e.idx(0));
   for (int64_t w = 1; w < kWarps; ++w)
     total = e.fadd(total, e.load(partials, e.idx(w)));
-  e.store(total, out, e.add(e.mul(token, e.idx(W)), col));
+  e.store(e.fromF32(total, s.tokenType(b)), out,
+          e.add(e.mul(token, e.idx(W)), col));
   return k.func;
 }
 
@@ -259,7 +265,9 @@ std::optional<RoutedExpertsSpec> routedExpertsSpec(RoutedExpertsOp op,
   auto elementOf = [](Value v) {
     return cast<ShapedType>(v.getType()).getElementType();
   };
-  auto isF32 = [&](Value v) { return elementOf(v).isF32(); };
+  // f32 tokens, or bf16 (bf16 activations); the result's type is theirs.
+  Type tokens = elementOf(op.getX());
+  s.bf16Tokens = tokens.isBF16();
   Type stored = elementOf(op.getGateProj());
   s.bf16Weights = stored.isBF16();
   // The verifier: f4E2M1FN tables with scales, last dimensions multiples
@@ -269,8 +277,9 @@ std::optional<RoutedExpertsSpec> routedExpertsSpec(RoutedExpertsOp op,
     why = "the expert weights must have static shapes";
   else if (!(stored.isF32() || stored.isBF16() || s.mxfp4)) // one type for all
     why = "the expert weights must be f32, bf16 or MXFP4";
-  else if (!isF32(op.getX()) || !isF32(op.getOut()))
-    why = "the tokens and the result must be f32";
+  else if (!(tokens.isF32() || tokens.isBF16()) ||
+           elementOf(op.getOut()) != tokens)
+    why = "the tokens must be f32 or bf16, and the result of their type";
   else if (s.width % 4 != 0 || s.inner % 4 != 0)
     why = "the hidden width " + std::to_string(s.width) + " and the inner "
           "size " + std::to_string(s.inner) +
@@ -317,12 +326,12 @@ FailureOr<GpuEntryPlan> planRoutedExpertsEntry(RoutedExpertsOp op,
             pb.add(tableName + "_scales", BufferKind::kInput, u8,
                    {E, rows, cols / 32})};
   };
-  uint32_t x = pb.add("x", BufferKind::kInput, f32, {T, W});
+  uint32_t x = pb.add("x", BufferKind::kInput, s.tokenType(b), {T, W});
   uint32_t weights = pb.add("weights", BufferKind::kInput, f32, {T, K});
   uint32_t ids = pb.add("ids", BufferKind::kInput, i32, {T, K});
   std::vector<uint32_t> gate = table("gate", I, W), up = table("up", I, W),
                         down = table("down", W, I);
-  uint32_t out = pb.add("out", BufferKind::kOutput, f32, {T, W});
+  uint32_t out = pb.add("out", BufferKind::kOutput, s.tokenType(b), {T, W});
   uint32_t h = pb.add("h", BufferKind::kTemporary, f32, {T, K, I});
   pb.launch("gate_up", routedGateUpGrid(s), kThreads,
             routedGateUpArgs<uint32_t>(x, ids, gate, up, h));

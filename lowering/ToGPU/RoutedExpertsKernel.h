@@ -32,6 +32,11 @@ struct RoutedExpertsSpec {
   /// decoded in registers).
   bool bf16Weights = false;
   bool mxfp4 = false;
+  /// The tokens x and the result out are bf16 (bf16 activations: x is
+  /// widened in registers, out rounded at the store), else f32. The routing
+  /// weights (f32 by the op's definition) and the SiTU products h are f32.
+  bool bf16Tokens = false;
+  mlir::Type tokenType(mlir::OpBuilder &b) const;
 
   /// The element type of a table's (first) buffer: f32, bf16, or i8 codes.
   mlir::Type weightType(mlir::OpBuilder &b) const;

@@ -56,7 +56,13 @@ struct KimiGpuRoutedExpertsKernels
       specs[which].experts = type.getDimSize(0);
       specs[which].n = type.getDimSize(1);
       specs[which].k = type.getDimSize(2);
-      specs[which].terms = bf16Products ? 1 : 3;
+      // The gathered rows are at the tokens' type (gate and up) or f32
+      // (down reads the SiTU products); bf16 rows are one term as they are.
+      specs[which].bf16Rows =
+          which < 2 && cast<RankedTensorType>(op.getX().getType())
+                           .getElementType()
+                           .isBF16();
+      specs[which].terms = bf16Products || specs[which].bf16Rows ? 1 : 3;
       std::string why = kimi::gpu::verifyExpertProductSpec(specs[which]);
       if (!why.empty()) {
         op.emitRemark() << "kept for kimi-lower-to-linalg (no MXFP4 expert "
@@ -162,7 +168,7 @@ struct KimiGpuRoutedExpertsKernels
         b, loc, {b.getIndexAttr(s.tokens * s.topK * s.inner)}, f32);
     SmallVector<OpFoldResult> outSizes =
         tensor::getMixedSizes(b, loc, op.getX());
-    Value out = kimi::gpu::allocFlatBuffer(b, loc, outSizes, f32);
+    Value out = kimi::gpu::allocFlatBuffer(b, loc, outSizes, s.tokenType(b));
     auto dims = [&](std::array<int64_t, 3> g) {
       return mlir::gpu::KernelDim3{c(g[0]), c(g[1]), c(g[2])};
     };

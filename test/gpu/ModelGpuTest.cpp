@@ -89,6 +89,10 @@ struct ModelCase {
   const char *unroundedCpu = nullptr;
   /// Bound on the relative error of all rows together.
   double allRowsBound = 2e-2;
+  /// Bound on prefill(N) + decode(M) against prefill(N + M) of the same
+  /// artifact: 1e-4 in f32; with bf16 activations the two orders of work
+  /// round their bf16 tensors differently (the bf16 I/O bound, 1e-2).
+  double splitBound = 1e-4;
 };
 
 /// KIMI_MODEL_GPU_ARTIFACT_DIR (environment) overrides the build's folder,
@@ -282,7 +286,7 @@ TEST_P(ModelGpu, WeightsHeldAtTheirStoredTypes) {
   auto spec = read(gpuPath);
   const std::string name = GetParam().name;
   const bool f32Case = name.find("-f32") != std::string::npos;
-  const bool mxfp4Case = name.find("-mxfp4") != std::string::npos;
+  const bool mxfp4Case = name.find("-mx") != std::string::npos;  // -mxfp4, -mxbw
   int64_t manifest = 0, bf16 = 0, codes = 0, scales = 0;
   for (const WeightSpec &w : spec->weights) {
     manifest += storedBytes(w.dtype, w.blockNumel());
@@ -381,7 +385,7 @@ TEST_P(ModelGpu, PrefillThenDecodeEqualsPrefill) {
   ASSERT_EQ(whole.size(), split.size());
   double err = relativeError(split, whole, 0, whole.size());
   std::printf("[ errors   ] prefill(N)+decode(M) vs prefill(N+M): %.3g\n", err);
-  EXPECT_LT(err, 1e-4);
+  EXPECT_LT(err, c.splitBound);
 
   // The last row alone (copied out of device memory by itself) is the
   // whole prefill's last row, bit for bit.
@@ -648,6 +652,11 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 // k3-tiny-kda: k3-tiny with the generated KDA kernels (--gpu-kda-kernels)
 // against the CPU target with their bf16 I/O rounding (--kda-bf16-io),
 // bounded by what that rounding changes (k3-tiny-cpu, unrounded).
+// k3-tiny-bf16 / k3-tiny-mxfp4-bf16 / k3-mini-bf16: the GPU's default
+// configuration, bf16 activations (bf16 tensors between kernels, f32
+// accumulation and KDA state, bf16 MLA cache) with the generated KDA and MLA
+// kernels, dense bf16 or MXFP4 experts, against the f32 CPU artifact within
+// twice what bf16 activations change on the CPU; top-k = E.
 // k3-tiny-mla / k3-mini-mla: MLA prefill through the generated kernel
 // (--gpu-mla-kernels; f16 products inside) in 96- / 64-token steps, against
 // CPU artifacts of the same configs, which route every token to every expert
@@ -667,7 +676,14 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                                            ModelCase{"k3-tiny-mla", 300, 6, 5e-4,
                                                      nullptr, 5e-4},
                                            ModelCase{"k3-mini-mla", 70, 3, 5e-4,
-                                                     nullptr, 5e-4}),
+                                                     nullptr, 5e-4},
+                                           ModelCase{"k3-tiny-bf16", 300, 6, 0,
+                                                     "k3-tiny-a16", 0, 1e-2},
+                                           ModelCase{"k3-tiny-mxfp4-bf16", 300,
+                                                     6, 0, "k3-tiny-mxa16", 0,
+                                                     1e-2},
+                                           ModelCase{"k3-mini-bf16", 70, 3, 0,
+                                                     "k3-mini-a16", 0, 1e-2}),
                          [](const auto &info) {
                            std::string n = info.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -20,7 +20,9 @@ if [ -z "${KIMI_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnc
   echo "SKIP: no libnccl.so.2 (set KIMI_NCCL_LIBRARY)"
   exit 77
 fi
-export KIMI_COMPILE_FLAGS="--target sm_90a ${KIMI_COMPILE_FLAGS:-}"
+# The single-GPU artifact is the reference configuration (f32 activations,
+# exact products); partitioned models compute in f32 by default.
+export KIMI_COMPILE_FLAGS="--target sm_90a --gpu-bf16-weight-products=false ${KIMI_COMPILE_FLAGS:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 exec "$here/../e2e/sharded-matches-single.sh" "$compile" "$run" "$@" 0 -- \
   "$launch" -np

@@ -174,9 +174,12 @@ cl::opt<bool> replicateMlaCache(
 
 cl::opt<NumericType> activations(
     "activations",
-    cl::desc("Activation element type: products, norms and reductions "
-             "accumulate in f32 either way (default: bf16 for --emit=kimi, "
-             "f32 for executables; sm_90a refuses bf16 today)"),
+    cl::desc("Activation element type of the tensors between ops: products, "
+             "norms, softmax and reductions accumulate in f32 either way, the "
+             "KDA state is f32, the MLA latent cache has this type (default: "
+             "bf16 for --emit=kimi and --target sm_90a, f32 for --target cpu "
+             "and for partitioned sm_90a models, whose collectives carry f32; "
+             "f32 is the reference configuration)"),
     cl::init(NumericType::BF16),
     cl::values(clEnumValN(NumericType::BF16, "bf16", "bfloat16"),
                clEnumValN(NumericType::F32, "f32", "float32")),
@@ -487,19 +490,16 @@ int main(int argc, char **argv) {
   options.weights = weights.getValue();
   options.mxfp4Experts = expertsMxfp4;
   // The CPU computes in f32 unless bf16 is asked for (its f32 arithmetic is
-  // the faster one there).
-  if (cpu && !activations.getNumOccurrences())
+  // the faster one there); the GPU in bf16, the type the model ships in,
+  // except partitioned models: their collectives carry f32 (and i32, i64)
+  // only.
+  if (cpu && !activations.getNumOccurrences() && (!gpu || !strategy.empty()))
     options.activations = NumericType::F32;
-  if (gpu) {
-    // The GPU kernels read f32 activations, weights at --weights (bf16 or
-    // f32, widened in registers or before a cuBLASLt product), and routed
-    // experts at their stored type: dense, or MXFP4 bytes decoded where the
-    // kernels read them.
-    if (options.activations != NumericType::F32)
-      return fail("--activations bf16: the sm_90a target's kernels compute "
-                  "on f32 activations only (use --activations f32, or "
-                  "--target cpu)");
-  }
+  if (!strategy.empty() && options.activations == NumericType::BF16 &&
+      emit != Emit::Kimi)
+    return fail("--activations bf16 with --strategy: the collectives of "
+                "partitioned executables carry f32 tensors only (use "
+                "--activations f32)");
   // Data-parallel groups: the outer grid axis under --strategy dp.
   int64_t dataParallel = 1;
   PlanOptions parsedGrid;

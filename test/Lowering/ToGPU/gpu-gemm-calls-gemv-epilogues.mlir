@@ -390,3 +390,58 @@ func.func @two_rows(%x: memref<2x256xf32>, %w: memref<96x256xf32>, %res: memref<
   }
   return %h : memref<2x96xf32>
 }
+
+// -----
+
+// bf16 activations: A and the weight are bf16 (widened in registers), the
+// sums f32, and the epilogue adds a bf16 residual and rounds to the bf16
+// output. The kernel takes each buffer at its type, loads the residual as
+// bf16 for the body's own extf, and stores the body's bf16 value.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @bf16_activations
+// CHECK-NOT: linalg.
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_bf16_a16_e[[H:[0-9a-f]+]] blocks in (%c12,
+// CHECK-SAME: args(%{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, %{{.*}} : memref<?xbf16, strided<[1], offset: ?>>)
+// CHECK-NOT: linalg.
+// CHECK: return
+// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2_bf16_a16_e[[H]](%[[A:.*]]: memref<?xbf16, strided<[1], offset: ?>>, %[[B:.*]]: memref<?xbf16, strided<[1], offset: ?>>, %[[C:.*]]: memref<?xf32, strided<[1], offset: ?>>, %[[OUT:.*]]: memref<?xbf16, strided<[1], offset: ?>>, %[[RES:.*]]: memref<?xbf16, strided<[1], offset: ?>>)
+// CHECK: vector.load %[[B]]{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<4xbf16>
+// CHECK: vector.load %[[A]]{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<4xbf16>
+// CHECK: arith.extf %{{.*}} : vector<4xbf16> to vector<4xf32>
+// CHECK-NOT: memref.store %{{.*}}, %[[C]]
+// CHECK: scf.if
+// CHECK: %[[R0:.*]] = memref.load %[[RES]]{{.*}} : memref<?xbf16, strided<[1], offset: ?>>
+// CHECK: %[[W0:.*]] = arith.extf %[[R0]] : bf16 to f32
+// CHECK: %[[S0:.*]] = arith.addf %[[W0]], %{{.*}} : f32
+// CHECK: %[[T0:.*]] = arith.truncf %[[S0]] : f32 to bf16
+// CHECK: memref.store %[[T0]], %[[OUT]]
+// CHECK-NOT: memref.store %{{.*}}, %[[C]]
+// CHECK: gpu.return
+func.func @bf16_activations(%x: memref<1x1x256xbf16>, %wo: memref<96x256xbf16>, %res: memref<1x1x96xbf16>) -> memref<1x1x96xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %o = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wo : memref<1x1x256xbf16>, memref<96x256xbf16>) outs(%o : memref<1x1x96xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %a32 = arith.extf %a : bf16 to f32
+    %b32 = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a32, %b32 : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc() : memref<1x1x96xbf16>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%res, %o : memref<1x1x96xbf16>, memref<1x1x96xf32>) outs(%h : memref<1x1x96xbf16>) {
+  ^bb0(%a: bf16, %b: f32, %c: bf16):
+    %a32 = arith.extf %a : bf16 to f32
+    %s = arith.addf %a32, %b : f32
+    %t = arith.truncf %s : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.dealloc %o : memref<1x1x96xf32>
+  return %h : memref<1x1x96xbf16>
+}

@@ -294,13 +294,17 @@ func.func @decode_linear_bf16(%x: memref<1x1x2048xf32>, %w: memref<96x2048xbf16>
 
 // -----
 
-// A bf16 activation is not the kernel's input: the product goes to cuBLASLt.
+// A bf16 activation (bf16 activations) is the kernel's input as it is:
+// read at 8 bytes a piece and widened in registers, against an f32 weight.
 #x = affine_map<(b, t, n, k) -> (b, t, k)>
 #w = affine_map<(b, t, n, k) -> (n, k)>
 #o = affine_map<(b, t, n, k) -> (b, t, n)>
 // CHECK-LABEL: func.func @decode_linear_bf16_input
-// CHECK-NOT: gpu.launch_func
-// CHECK: call @kimi_gpu_gemm_f32
+// CHECK-NOT: call @kimi_gpu_gemm_f32
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x2048_0_2048_0_r2_a16
+// CHECK-SAME: args(%{{.*}} : memref<?xbf16, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>, %{{.*}} : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK: gpu.func @gemv_1x96x2048_0_2048_0_r2_a16
+// CHECK: vector.load {{.*}} : memref<?xbf16, strided<[1], offset: ?>>, vector<4xbf16>
 func.func @decode_linear_bf16_input(%x: memref<1x1x2048xbf16>, %w: memref<96x2048xf32>, %o: memref<1x1x96xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%o : memref<1x1x96xf32>)

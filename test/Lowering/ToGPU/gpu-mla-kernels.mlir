@@ -158,7 +158,7 @@ func.func @decode_odd_latent(%q: tensor<1x1x4x48xf32>, %cache: tensor<1x?x40xf32
 // -----
 
 // Shapes the kernel does not cover stay, and say why: a v head width that
-// is not a multiple of 16, and bf16 queries.
+// is not a multiple of 16, and f16 queries.
 func.func @odd_width(%q: tensor<1x64x4x48xf32>, %cache: tensor<1x?x80xf32>, %kvb: tensor<160x64xf32>) -> tensor<1x64x4x8xf32> {
   // expected-remark @+1 {{kept for kimi-lower-to-linalg (no GPU MLA kernel): v head width 8: the kernel needs a multiple of 16}}
   %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x64x4x48xf32>, tensor<1x?x80xf32>, tensor<160x64xf32>) -> tensor<1x64x4x8xf32>
@@ -167,10 +167,49 @@ func.func @odd_width(%q: tensor<1x64x4x48xf32>, %cache: tensor<1x?x80xf32>, %kvb
 
 // -----
 
-func.func @bf16(%q: tensor<1x64x4x48xbf16>, %cache: tensor<1x?x80xbf16>, %kvb: tensor<256x64xbf16>) -> tensor<1x64x4x32xbf16> {
-  // expected-remark @+1 {{kept for kimi-lower-to-linalg (no GPU MLA kernel): the kernel reads f32 queries, keys and gate and writes f32}}
-  %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x64x4x48xbf16>, tensor<1x?x80xbf16>, tensor<256x64xbf16>) -> tensor<1x64x4x32xbf16>
-  return %o : tensor<1x64x4x32xbf16>
+func.func @f16(%q: tensor<1x64x4x48xf16>, %cache: tensor<1x?x80xf16>, %kvb: tensor<256x64xf16>) -> tensor<1x64x4x32xf16> {
+  // expected-remark @+1 {{kept for kimi-lower-to-linalg (no GPU MLA kernel): the kernel reads queries, keys and gate of its result's type, f32 or bf16}}
+  %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<1x64x4x48xf16>, tensor<1x?x80xf16>, tensor<256x64xf16>) -> tensor<1x64x4x32xf16>
+  return %o : tensor<1x64x4x32xf16>
+}
+
+// -----
+
+// bf16 activations (a bf16 cache): prefill rounds bf16 queries and keys to
+// its f16 copies through f32, reads the gate and writes the result as bf16.
+// CHECK-LABEL: func.func @bf16_prefill
+// CHECK: kimi.linear %{{.*}}, %{{.*}} : tensor<1x?x64xbf16>, tensor<256x64xbf16> -> tensor<1x?x256xf32>
+// CHECK: arith.extf %{{.*}} : tensor<1x128x4x48xbf16> to tensor<1x128x4x48xf32>
+// CHECK: arith.truncf %{{.*}} : tensor<1x128x4x48xf32> to tensor<1x128x4x48xf16>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<16384xbf16>
+// CHECK: gpu.launch_func  @kimi_mla::@mla_prefill_0 {{.*}} args({{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xbf16>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xbf16>,
+// CHECK: gpu.func @mla_prefill_0
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+func.func @bf16_prefill(%q: tensor<1x128x4x48xbf16>, %cache: tensor<1x?x80xbf16>, %kvb: tensor<256x64xbf16>,
+                        %gate: tensor<1x128x4x32xbf16>, %len: tensor<1xi32>) -> tensor<1x128x4x32xbf16> {
+  %o = kimi.mla_decode %q, %cache, %kvb gate %gate lengths %len scale(0.14433756729740643) : (tensor<1x128x4x48xbf16>, tensor<1x?x80xbf16>, tensor<256x64xbf16>, tensor<1x128x4x32xbf16>, tensor<1xi32>) -> tensor<1x128x4x32xbf16>
+  return %o : tensor<1x128x4x32xbf16>
+}
+
+// -----
+
+// A bf16 decode step: the split kernel takes q, the cache and the new row as
+// bf16 (8-byte loads widened as they are staged), the absorbed queries and
+// partial mixes as f32; q_pe and the absorbed queries, of two types, are one
+// guarded load each.
+// CHECK-LABEL: func.func @bf16_decode
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_split_0 {{.*}} args({{.*}} : memref<?xf32>, {{.*}} : memref<?xbf16>, {{.*}} : memref<?xbf16>, {{.*}} : memref<?xbf16>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xf32>,
+// CHECK: gpu.func @mla_decode_split_0(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xi32>,
+// CHECK: vector.load {{.*}} : memref<?xbf16>, vector<4xbf16>
+// CHECK: arith.extf {{.*}} : vector<4xbf16> to vector<4xf32>
+func.func @bf16_decode(%q: tensor<1x1x4x48xbf16>, %cache: tensor<1x?x80xbf16>, %row: tensor<1x1x80xbf16>,
+                       %kvb: tensor<256x64xbf16>, %gate: tensor<1x1x4x32xbf16>, %len: tensor<1xi32>) -> tensor<1x1x4x32xbf16> {
+  %grown = kimi.cache_insert %row into %cache lengths %len : (tensor<1x?x80xbf16>, tensor<1x1x80xbf16>, tensor<1xi32>) -> tensor<1x?x80xbf16>
+  %one = arith.constant dense<1> : tensor<1xi32>
+  %valid = arith.addi %len, %one : tensor<1xi32>
+  %o = kimi.mla_decode %q, %grown, %kvb gate %gate lengths %valid scale(0.14433756729740643) : (tensor<1x1x4x48xbf16>, tensor<1x?x80xbf16>, tensor<256x64xbf16>, tensor<1x1x4x32xbf16>, tensor<1xi32>) -> tensor<1x1x4x32xbf16>
+  return %o : tensor<1x1x4x32xbf16>
 }
 
 // -----

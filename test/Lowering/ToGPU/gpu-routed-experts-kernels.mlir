@@ -217,9 +217,55 @@ func.func @odd_width(%z: tensor<1x130xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4x
 
 // -----
 
+// bf16 activations: the tokens and the result are bf16 (the tokens widened
+// in registers, the sums rounded at the store); the routing weights and the
+// SiTU products h stay f32.
+// CHECK-LABEL: func.func @bf16_tokens
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_gate_up {{.*}} args(%{{.*}} : memref<128xbf16>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<131072xbf16>, %{{.*}} : memref<131072xbf16>, %{{.*}} : memref<256xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@routed_experts_0_down {{.*}} args(%{{.*}} : memref<256xf32>, %{{.*}} : memref<4xi32>, %{{.*}} : memref<4xf32>, %{{.*}} : memref<131072xbf16>, %{{.*}} : memref<128xbf16>)
+// CHECK: gpu.func @routed_experts_0_gate_up
+// CHECK: vector.load {{.*}} : memref<128xbf16>, vector<4xbf16>
+// CHECK: gpu.func @routed_experts_0_down
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: memref.store {{.*}} : memref<128xbf16>
 func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
-                       %g: tensor<16x64x128xf32>, %u: tensor<16x64x128xf32>, %d: tensor<16x128x64xf32>) -> tensor<1x128xbf16> {
-  // expected-remark @+1 {{the tokens and the result must be f32}}
-  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xbf16>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x128xbf16>
+                       %g: tensor<16x64x128xbf16>, %u: tensor<16x64x128xbf16>, %d: tensor<16x128x64xbf16>) -> tensor<1x128xbf16> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xbf16>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xbf16>, tensor<16x64x128xbf16>, tensor<16x128x64xbf16>) -> tensor<1x128xbf16>
   return %r : tensor<1x128xbf16>
+}
+
+// -----
+
+// A bf16-activation prefill step's MXFP4 experts: the sorted rows are bf16
+// (gathered at the tokens' type), read by the tensor-core kernel at 8 bytes
+// a piece as one term whatever bf16-products says; down reads the f32 SiTU
+// products.
+// CHECK-LABEL: func.func @mxfp4_prefill_bf16
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>, %{{.*}} : index)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{.*}} : memref<?xf32>,
+// CHECK: gpu.func @expert_product_0
+// CHECK: vector.load {{.*}} vector<4xbf16>
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.func @expert_product_1
+// EXACT-LABEL: func.func @mxfp4_prefill_bf16
+// EXACT: gpu.func @expert_product_0
+// EXACT-COUNT-16: nvvm.mma.sync
+// EXACT-NOT: nvvm.mma.sync
+// EXACT: gpu.func @expert_product_1
+// EXACT-COUNT-48: nvvm.mma.sync
+func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %i: tensor<128x4xi32>,
+                 %g: tensor<16x64x256xf4E2M1FN>, %u: tensor<16x64x256xf4E2M1FN>, %d: tensor<16x256x64xf4E2M1FN>,
+                 %gs: tensor<16x64x8xf8E8M0FNU>, %us: tensor<16x64x8xf8E8M0FNU>, %ds: tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xbf16> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<128x256xbf16>, tensor<128x4xf32>, tensor<128x4xi32>, tensor<16x64x256xf4E2M1FN>, tensor<16x64x256xf4E2M1FN>, tensor<16x256x64xf4E2M1FN>, tensor<16x64x8xf8E8M0FNU>, tensor<16x64x8xf8E8M0FNU>, tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xbf16>
+  return %r : tensor<128x256xbf16>
+}
+
+// -----
+
+func.func @f16_tokens(%z: tensor<1x128xf16>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>,
+                      %g: tensor<16x64x128xf32>, %u: tensor<16x64x128xf32>, %d: tensor<16x128x64xf32>) -> tensor<1x128xf16> {
+  // expected-remark @+1 {{the tokens must be f32 or bf16, and the result of their type}}
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xf16>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x128xf16>
+  return %r : tensor<1x128xf16>
 }
