@@ -313,9 +313,11 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
     rounds `P` to f16; the softmax and all accumulation are f32, so the
     result differs from the f32 decomposition by f16 rounding (11
     significant bits; the activations must stay inside f16's range, which
-    normalised hidden states do). Ops whose
-    shapes the generator does not cover (head widths, shared memory, non-f32
-    tensors) stay, with a remark saying why, for `kimi-lower-to-linalg`.
+    normalised hidden states do). The queries, keys, gate and result are
+    all f32 or all bf16 (bf16 activations: bf16 goes to f16 through f32,
+    and the kernel reads the gate and writes the result as bf16). Ops whose
+    shapes the generator does not cover (head widths, shared memory, other
+    types) stay, with a remark saying why, for `kimi-lower-to-linalg`.
 
     A `kimi.mla_decode` with fewer queries (a decode step) keeps the
     absorbed form, which reads the latent cache once for all heads, and with
@@ -343,9 +345,12 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
     new rows where they are, and the grown cache, a copy of the whole cache
     every step, is never made. Keys and queries are rounded to f16 for the
     products (as in the prefill kernel); the softmax and all sums are f32.
-    Shapes the kernels do not cover (latent or k_pe widths not multiples of
-    16, cache rows too wide for 48 KiB of shared memory, non-f32 tensors)
-    stay, with a remark, for `kimi-lower-to-linalg`.
+    The queries and the cache (with its new rows) may be bf16 (bf16
+    activations: read at 8 bytes a piece and widened as they are staged);
+    the absorbed queries and the partial mixes are f32. Shapes the kernels
+    do not cover (latent or k_pe widths not multiples of 16, cache rows too
+    wide for 48 KiB of shared memory, types other than f32 and bf16) stay,
+    with a remark, for `kimi-lower-to-linalg`.
   }];
   let options = [
     Option<"minQueries", "min-queries", "int64_t", "16",
@@ -457,8 +462,10 @@ def KimiGpuRoutedExpertsKernels
     --gpu-tokenwise-kernels=false` turns it off). Every
     `kimi.routed_experts` over a static number of tokens up to `max-tokens`
     (a decode step's; longer runs are the sorted products' domain of
-    `kimi-lower-to-linalg{sorted-experts-min-tokens}` and stay), with f32
-    tokens and result and f32, bf16 or MXFP4 expert weights, becomes two
+    `kimi-lower-to-linalg{sorted-experts-min-tokens}` and stay), with f32 or
+    bf16 tokens and result (bf16 activations: the tokens widened in
+    registers, the result rounded at the store) and f32, bf16 or MXFP4
+    expert weights, becomes two
     launches of generated kernels (`gpu.module @kimi_routed_experts`), both
     built on the GEMV kernel's core of four-element loads (16 bytes of f32,
     8 of bf16 widened in registers) with a group of chunks in flight per
@@ -498,10 +505,12 @@ def KimiGpuRoutedExpertsKernels
     of one expert; per 32-deep step (one scale block) it decodes the
     table's codes with their scale into a bf16 tile in shared memory (exact:
     an MXFP4 value has two significant bits) and stages the rows, then runs
-    `mma.sync m16n8k16` with f32 accumulation. With `bf16-products` the rows
-    are rounded to bf16; without, each is split into three bf16 terms (all
-    24 bits of its significand) and every product runs once per term, so
-    the result is as exact as f32 arithmetic. Blocks past an expert's count
+    `mma.sync m16n8k16` with f32 accumulation. With `bf16-products` f32
+    rows are rounded to bf16; without, each is split into three bf16 terms
+    (all 24 bits of its significand) and every product runs once per term,
+    so the result is as exact as f32 arithmetic. bf16 rows (bf16
+    activations: gate and up read the gathered tokens at their type) are
+    one term either way. Blocks past an expert's count
     return at once. Dense experts keep the linalg form (cuBLASLt products).
   }];
   let options = [
@@ -732,8 +741,9 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     launch of a generated kernel (`gpu.module @kimi_gemv`,
     lowering/ToGPU/GemvKernel.h): each warp reads two rows of B (one when
     m > 2) in 16-byte pieces with eight pieces per row in flight per lane,
-    and all m rows of A, in exact f32. A bf16 B (A stays f32) is read at
-    its size: four values (8 bytes) a piece, widened in registers. Such a product's cost is reading B
+    and all m rows of A, in exact f32. A bf16 B, and a bf16 A (bf16
+    activations), is read at its size: four values (8 bytes) a piece,
+    widened in registers. Such a product's cost is reading B
     once; cuBLASLt's kernels for m = 1 read a 2048 x 2048 f32 weight at
     about 1.3 TB/s on the H200. The zero fill before it is dropped the same
     way (the kernel stores rather than adds). A batched product (static
@@ -767,7 +777,9 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     is erased: a decode step's residual add after `o_proj`, the sigmoid of
     the beta projection, the sum of the routed experts, shared experts and
     residual after the shared down projection. The op must be a
-    `linalg.generic` over buffers of the output's shape with identity maps,
+    `linalg.generic` over f32 or bf16 buffers of the output's shape
+    (with bf16 activations it rounds the sums to the bf16 result; the
+    kernel takes each buffer at its type) with identity maps,
     only parallel loops, one output, static strides (unit along n) and a
     body of pure arith and math ops whose outside values are constants; it
     must be the first op after the product to use the product's output
