@@ -65,7 +65,12 @@ if [ $tests = 1 ]; then
   fi
   KIMI_REQUIRE_GPU=1 KIMI_MODEL_GPU_ARTIFACT_DIR=$PWD/models ./kimi-gpu-model-tests \
     --gtest_filter="$filter" > "$out/model-tests.log" 2>&1
-  echo "model tests: rc $?"; grep -E "^\[ *(OK|FAILED|PASSED|errors|graphs) " "$out/model-tests.log" | head -40
+  echo "model tests: rc $?"
+  # The errors and floors of every case, then the verdicts (a call's output
+  # tail is 12,000 characters: the OK lines are counted, not listed).
+  grep -E "^\[ *(errors|floor|graphs) " "$out/model-tests.log" | head -60
+  echo "model tests OK: $(grep -c '^\[       OK \]' "$out/model-tests.log")"
+  grep -E "^\[ *(FAILED|PASSED) " "$out/model-tests.log" | head -20
 fi
 # Each k3-mini-cCHUNK[SUFFIX].kimi is timed with k3-mini-b64[SUFFIX].kimi as
 # its batched artifact (the first such one per suffix: f32 against the

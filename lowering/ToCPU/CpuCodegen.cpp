@@ -220,7 +220,8 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
                                           int64_t sortedExpertsMinTokens,
                                           bool splatsAsFills,
-                                          llvm::StringRef tensorPipeline) {
+                                          llvm::StringRef tensorPipeline,
+                                          bool emptyPerWriter) {
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);
 
@@ -339,6 +340,28 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
         if (empty)
           map.map(init, b.clone(*empty)->getResult(0));
         use->set(b.clone(*fill, map)->getResult(0));
+      }
+    }
+  }
+
+  // One empty tensor per writer: CSE merges the empty inits of elementwise
+  // ops of one shape, and bufferization then writes a later op's result
+  // into the buffer of an earlier one that is dead by then.
+  if (emptyPerWriter) {
+    SmallVector<tensor::EmptyOp> shared;
+    module.walk([&](tensor::EmptyOp empty) {
+      if (!empty->getResult(0).hasOneUse() && !empty->getResult(0).use_empty())
+        shared.push_back(empty);
+    });
+    for (tensor::EmptyOp empty : shared) {
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : empty->getResult(0).getUses())
+        if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+            dps && dps.isDpsInit(&use))
+          uses.push_back(&use);
+      for (OpOperand *use : llvm::drop_begin(uses)) {
+        OpBuilder b(use->getOwner());
+        use->set(b.clone(*empty)->getResult(0));
       }
     }
   }

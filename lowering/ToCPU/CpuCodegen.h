@@ -73,11 +73,16 @@ void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 /// buffer instead of globals (the GPU target, whose globals are host memory).
 /// `tensorPipeline`: passes run on linalg over tensors just before
 /// bufferization (the GPU target's elementwise fusion).
+/// `emptyPerWriter`: every op that writes into a `tensor.empty` gets one of
+/// its own, so each result has a buffer of its own (the GPU target: a buffer
+/// reused by a later, independent op is a false dependency that keeps
+/// kimi-gpu-gemm-calls from launching the two together).
 llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
                                      llvm::StringRef frontPipeline,
                                      int64_t sortedExpertsMinTokens = 0,
                                      bool splatsAsFills = false,
-                                     llvm::StringRef tensorPipeline = "");
+                                     llvm::StringRef tensorPipeline = "",
+                                     bool emptyPerWriter = false);
 
 /// Translates an LLVM-dialect `module` to LLVM IR, adds the packed
 /// `kimi_entry_<name>` wrappers, optimises for the host, and links the

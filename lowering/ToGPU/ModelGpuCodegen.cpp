@@ -335,7 +335,8 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
   if (llvm::Error e = lowerToBufferizedMemRefs(
           module, front, options.sortedExpertsMinTokens,
           /*splatsAsFills=*/true,
-          options.fuseElementwise ? "kimi-gpu-fuse-elementwise" : ""))
+          options.fuseElementwise ? "kimi-gpu-fuse-elementwise" : "",
+          /*emptyPerWriter=*/true))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);

@@ -337,7 +337,10 @@ TEST_P(ModelGpu, DeviceRandomWeightsAreTheFileWeights) {
   auto fromFile = load(spec);
   ASSERT_TRUE(fromFile.isOk()) << fromFile.status().message();
   auto onDevice = GpuModelExecutable::createWithRandomWeights(spec, 11);
-  if (std::string(GetParam().name).find("-mxfp4") != std::string::npos) {
+  const bool mxfp4 = std::any_of(
+      spec->weights.begin(), spec->weights.end(),
+      [](const WeightSpec &w) { return w.dtype == DType::kF4E2M1; });
+  if (mxfp4) {
     // The device generator draws f32 and bf16 only: MXFP4 is refused by name.
     ASSERT_FALSE(onDevice.isOk());
     EXPECT_NE(onDevice.status().message().find("only f32 and bf16"), std::string::npos)
