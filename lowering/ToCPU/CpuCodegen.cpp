@@ -216,21 +216,6 @@ llvm::Error kimi::codegenError(const llvm::Twine &step,
                                  detail.c_str());
 }
 
-/// Every destination-style op that writes into `def`'s result but the
-/// first gets a copy of its own, made by `copy` in front of it.
-static void givePerWriterCopies(Operation *def,
-                                llvm::function_ref<Value(OpBuilder &)> copy) {
-  SmallVector<OpOperand *> uses;
-  for (OpOperand &use : def->getResult(0).getUses())
-    if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
-        dps && dps.isDpsInit(&use))
-      uses.push_back(&use);
-  for (OpOperand *use : llvm::drop_begin(uses)) {
-    OpBuilder b(use->getOwner());
-    use->set(copy(b));
-  }
-}
-
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
                                           int64_t sortedExpertsMinTokens,
@@ -340,14 +325,22 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
     for (linalg::FillOp fill : shared) {
       // Only the uses that write into it (the products' outputs); readers
       // may share one fill.
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : fill->getResult(0).getUses())
+        if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+            dps && dps.isDpsInit(&use))
+          uses.push_back(&use);
+      if (uses.size() < 2)
+        continue;
       Value init = fill.getDpsInits()[0];
       auto empty = init.getDefiningOp<tensor::EmptyOp>();
-      givePerWriterCopies(fill, [&](OpBuilder &b) {
+      for (OpOperand *use : llvm::drop_begin(uses)) {
+        OpBuilder b(use->getOwner());
         IRMapping map;
         if (empty)
           map.map(init, b.clone(*empty)->getResult(0));
-        return b.clone(*fill, map)->getResult(0);
-      });
+        use->set(b.clone(*fill, map)->getResult(0));
+      }
     }
   }
 
@@ -360,10 +353,17 @@ llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
       if (!empty->getResult(0).hasOneUse() && !empty->getResult(0).use_empty())
         shared.push_back(empty);
     });
-    for (tensor::EmptyOp empty : shared)
-      givePerWriterCopies(empty, [&](OpBuilder &b) {
-        return b.clone(*empty)->getResult(0);
-      });
+    for (tensor::EmptyOp empty : shared) {
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : empty->getResult(0).getUses())
+        if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+            dps && dps.isDpsInit(&use))
+          uses.push_back(&use);
+      for (OpOperand *use : llvm::drop_begin(uses)) {
+        OpBuilder b(use->getOwner());
+        use->set(b.clone(*empty)->getResult(0));
+      }
+    }
   }
 
   // 3. Bufferize the whole call graph; function results get identity layouts
