@@ -266,19 +266,21 @@ cl::opt<bool> gpuFuseElementwise(
 cl::opt<bool> gpuKdaKernels(
     "gpu-kda-kernels",
     cl::desc("--target sm_90a models: run kimi.kda through the generated KDA "
-             "kernels (experimental, default off: not yet checked against "
-             "the CPU reference with the same bf16 rounding, --kda-bf16-io; "
-             "off lowers it through linalg like the other ops)"),
-    cl::init(false), cl::cat(category));
+             "kernels (bf16 tensor-core products, f32 state; default on for "
+             "single-GPU models, off for partitioned ones, where they are "
+             "not yet checked; =false lowers it through linalg like the "
+             "other ops)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> gpuMlaKernels(
     "gpu-mla-kernels",
     cl::desc("--target sm_90a models: run MLA prefill (kimi.mla, and "
              "kimi.mla_decode over 16 or more queries) through the generated "
              "flash-style kernel and decode steps through the split-key "
              "decode kernels (kimi-gpu-mla-kernels: f16 tensor-core "
-             "products, f32 softmax; default off: the absorbed f32 "
-             "decomposition)"),
-    cl::init(false), cl::cat(category));
+             "products, f32 softmax; default on for single-GPU models, off "
+             "for partitioned ones, where they are not yet checked; =false: "
+             "the absorbed f32 decomposition)"),
+    cl::init(true), cl::cat(category));
 cl::opt<bool> gpuMlaDecodeKernels(
     "gpu-mla-decode-kernels",
     cl::desc("With --gpu-mla-kernels: run decode steps' attention over the "
@@ -575,8 +577,12 @@ int main(int argc, char **argv) {
                     gpuMatmulPrecision + "'");
       codegen.matmulPrecision = gpuMatmulPrecision;
       codegen.bf16WeightProducts = gpuBf16WeightProducts;
-      codegen.kdaKernels = gpuKdaKernels;
-      codegen.mlaKernels = gpuMlaKernels;
+      // The generated KDA and MLA kernels: on unless asked otherwise, except
+      // for partitioned models, which have not run with them.
+      codegen.kdaKernels =
+          gpuKdaKernels.getNumOccurrences() ? gpuKdaKernels : strategy.empty();
+      codegen.mlaKernels =
+          gpuMlaKernels.getNumOccurrences() ? gpuMlaKernels : strategy.empty();
       codegen.mlaDecodeKernels = gpuMlaDecodeKernels;
       codegen.tokenwiseKernels = gpuTokenwiseKernels;
       if (gpuGemvMaxM < 0 || gpuGemvMaxM > 8)
