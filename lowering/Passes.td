@@ -733,6 +733,17 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     closest earlier op that writes memory or uses C) is erased, and
     cuBLASLt runs with beta = 0. At an 8K cache that fill was a pass of
     1 GB over attention's scores per 2,048-token step and MLA layer.
+    Bit 2 says C is bf16: when a bf16 product overwrites an f32
+    allocation that nothing but a rounding reads (a `linalg.generic` whose
+    body is one `arith.truncf` of it into a bf16 buffer of its shape, with
+    identity maps: each projection of bf16 activations), cuBLASLt rounds
+    the f32 sums as it stores them into the rounding's output, and the f32
+    buffer and the rounding go. The values are the same (one rounding to
+    nearest even of the same f32 sums); a 2048 x 2048 result is written
+    once at 2 bytes instead of at 4, read back and written again. The
+    product then writes that output where the product was, so the output's
+    view must exist there, and every op between the two must be free of
+    side effects, an allocation, or leave the output's allocation alone.
 
     With `gemv-max-m` > 0, a product of static sizes with at most that
     many rows of A (a decode step's projections), B stored as

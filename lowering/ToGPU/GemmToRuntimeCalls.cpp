@@ -30,7 +30,7 @@ namespace {
 constexpr llvm::StringLiteral kGemm = "kimi_gpu_gemm_f32";
 constexpr unsigned kGemmArgs = 18;
 // The last argument's bits.
-constexpr int64_t kGemmStaticShape = 1, kGemmOverwrite = 2;
+constexpr int64_t kGemmStaticShape = 1, kGemmOverwrite = 2, kGemmBf16C = 4;
 
 /// Whether memref dimension `d` of `type` has a static unit stride.
 bool unitStride(MemRefType type, unsigned d) {
@@ -992,6 +992,85 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     return wide;
   }
 
+  /// The op that rounds the f32 result of the bf16 product `op` to bf16, if
+  /// cuBLASLt can do it at the store instead (docs/runtime-abi.md, flag
+  /// bit 2): a `linalg.generic` whose body is one `arith.truncf` of its one
+  /// input, `op`'s C, into a bf16 buffer of C's shape, with identity maps
+  /// and parallel loops. C must be an allocation that nothing else uses
+  /// (its zero fill, `fill`, goes with the rewrite; deallocations may stay),
+  /// and the product writing the bf16 buffer earlier than the generic did
+  /// must be unobservable: the buffer's view exists at the product, and
+  /// every op between the two is side-effect free, an allocation, or leaves
+  /// the buffer's allocation alone. Null when any of that does not hold.
+  static linalg::GenericOp roundingOf(linalg::LinalgOp op, linalg::FillOp fill,
+                                      const Contraction &c) {
+    Value out = op.getDpsInits()[0];
+    auto alloc = out.getDefiningOp<memref::AllocOp>();
+    if (!fill || !alloc)
+      return {};
+    linalg::GenericOp rounding;
+    for (Operation *user : alloc->getUsers()) {
+      if (user == op.getOperation() || user == fill.getOperation() ||
+          isa<memref::DeallocOp>(user))
+        continue;
+      auto g = dyn_cast<linalg::GenericOp>(user);
+      if (!g || rounding)
+        return {};
+      rounding = g;
+    }
+    if (!rounding || rounding->getBlock() != op->getBlock() ||
+        !op->isBeforeInBlock(rounding) || !rounding.hasPureBufferSemantics() ||
+        rounding.getNumDpsInputs() != 1 || rounding.getNumDpsInits() != 1 ||
+        rounding.getDpsInputs()[0] != out ||
+        !llvm::all_of(rounding.getIteratorTypesArray(),
+                      [](utils::IteratorType t) {
+                        return t == utils::IteratorType::parallel;
+                      }) ||
+        !llvm::all_of(rounding.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isIdentity(); }))
+      return {};
+    Value result = rounding.getDpsInits()[0];
+    auto outType = cast<MemRefType>(out.getType());
+    auto resultType = dyn_cast<MemRefType>(result.getType());
+    if (!resultType || !resultType.getElementType().isBF16() ||
+        resultType.getShape() != outType.getShape())
+      return {};
+    Block &body = rounding.getRegion().front();
+    auto trunc = dyn_cast<arith::TruncFOp>(&body.front());
+    if (!trunc || trunc->getNextNode() != body.getTerminator() ||
+        trunc.getIn() != body.getArgument(0) ||
+        body.getTerminator()->getOperand(0) != trunc.getResult())
+      return {};
+    // cuBLASLt's unit-stride rule for the new C.
+    if (!hasUnitStrideAmong(result, op.getIndexingMapsArray()[2], {c.m, c.n}))
+      return {};
+    // Bufferization allocates the rounding's output after the product: such
+    // an allocation moves up to the product (its sizes permitting).
+    if (Operation *def = result.getDefiningOp();
+        def && (def->getBlock() != op->getBlock() || !def->isBeforeInBlock(op))) {
+      auto resultAlloc = dyn_cast<memref::AllocOp>(def);
+      if (!resultAlloc || def->getBlock() != op->getBlock() ||
+          !llvm::all_of(def->getOperands(), [&](Value v) {
+            // Values of enclosing blocks dominate the product already.
+            Operation *d = v.getDefiningOp();
+            return !d || d->getBlock() != op->getBlock() ||
+                   d->isBeforeInBlock(op);
+          }))
+        return {};
+    }
+    if (auto arg = dyn_cast<BlockArgument>(result);
+        arg && arg.getOwner() != op->getBlock() &&
+        !arg.getOwner()->getParentOp()->isProperAncestor(op))
+      return {};
+    Value root = viewRoot(result);
+    Value resultAlloc = root.getDefiningOp<memref::AllocOp>() ? root : Value();
+    for (Operation *x = op->getNextNode(); x != rounding; x = x->getNextNode())
+      if (!isPure(x) && !isa<memref::AllocOp>(x) &&
+          !leavesAllocation(x, resultAlloc))
+        return {};
+    return rounding;
+  }
+
   void rewrite(OpBuilder &b, linalg::LinalgOp op, const Contraction &c,
                linalg::FillOp fill) {
     Location loc = op.getLoc();
@@ -1034,7 +1113,20 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     SmallVector<Value> sa, sb, sc;
     Value a = describe(inA, maps[0], sa);
     Value bAddr = describe(inB, maps[1], sb);
-    Value out = describe(op.getDpsInits()[0], maps[2], sc);
+    // A bf16 product whose f32 result is only rounded to bf16 stores the
+    // bf16 values itself: C is the rounding's output, and the f32 buffer,
+    // the rounding and their pass over C go.
+    linalg::GenericOp rounding =
+        bf16Product ? roundingOf(op, fill, c) : linalg::GenericOp();
+    if (rounding)
+      if (Operation *def = rounding.getDpsInits()[0].getDefiningOp();
+          def && op->isBeforeInBlock(def)) {
+        def->moveBefore(op);
+        b.setInsertionPoint(op);
+      }
+    Value out = describe(rounding ? rounding.getDpsInits()[0]
+                                  : op.getDpsInits()[0],
+                         maps[2], sc);
     SmallVector<Range> ranges =
         cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
     auto size = [&](unsigned d) {
@@ -1056,7 +1148,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
           return !d || getConstantIntValue(ranges[*d].size).has_value();
         });
     int64_t flags = (staticShape ? kGemmStaticShape : 0) |
-                    (fill ? kGemmOverwrite : 0);
+                    (fill ? kGemmOverwrite : 0) | (rounding ? kGemmBf16C : 0);
     if (fill)
       fill->erase();
     Value flagsValue = arith::ConstantIndexOp::create(b, loc, flags);
@@ -1069,7 +1161,15 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     func::CallOp::create(b, loc, kGemm, TypeRange{}, args);
     for (Value t : temporaries)
       memref::DeallocOp::create(b, loc, t);
+    Value f32C = op.getDpsInits()[0];
     op->erase();
+    if (rounding) {
+      rounding->erase();
+      Operation *alloc = f32C.getDefiningOp();
+      for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+        user->erase(); // its deallocations
+      alloc->erase();
+    }
   }
 };
 } // namespace

@@ -118,7 +118,7 @@ typedef struct {
   int32_t (*gemm)(void *ctx, const int64_t *desc);
   int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
 } kimi_rt_gpu_table;
-const int32_t kimi_rt_gpu_abi_version = 3;
+const int32_t kimi_rt_gpu_abi_version = 4;
 kimi_rt_gpu_table kimi_rt_gpu;
 int32_t kimi_rt_gpu_status;
 

@@ -195,7 +195,7 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
                                           cuda::CUstream stream) {
   auto key = std::make_tuple(in.m, in.n, in.k, in.batch, in.aM, in.aK, in.aBatch,
                              in.bK, in.bN, in.bBatch, in.cM, in.cN, in.cBatch,
-                             int64_t(0), in.precision);
+                             int64_t(in.cBf16), in.precision);
   auto found = plans_.find(key);
   if (found != plans_.end())
     return found->second.get();
@@ -235,10 +235,16 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
     return invalidArgument("GPU matrix product " + shapeOf(in) + ": precision " +
                            std::to_string(in.precision) +
                            " (0 f32, 1 TF32, 2 bf16 operands)");
+  if (in.cBf16 && (in.precision != 2 || !in.overwrite))
+    return invalidArgument("GPU matrix product " + shapeOf(in) +
+                           ": a bf16 C needs bf16 operands (precision 2) and "
+                           "overwrite (beta = 0)");
   int compute = in.precision == 1 ? kComputeF32FastTf32 : kComputeF32;
   // Precision 2: A and B are bf16 buffers (tensor cores, f32 accumulation
-  // and an f32 C); otherwise all three are f32.
+  // and an f32 C, or a bf16 one that the epilogue rounds into); otherwise
+  // all three are f32.
   const int operandType = in.precision == 2 ? kDataBf16 : kDataF32;
+  const int cType = in.cBf16 ? kDataBf16 : kDataF32;
   if (a.descCreate(&p->desc, compute, kDataF32))
     return executionError("cublasLtMatmulDescCreate failed");
   int32_t ta = aT ? kOpT : kOpN, tb = bT ? kOpT : kOpN;
@@ -248,7 +254,7 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
                               {cRows, cCols, ldc}};
   const int64_t batchStrides[3] = {g.aBatch, g.bBatch, g.cBatch};
   for (int i = 0; i < 3; ++i) {
-    if (a.layoutCreate(&p->layouts[i], i < 2 ? operandType : kDataF32,
+    if (a.layoutCreate(&p->layouts[i], i < 2 ? operandType : cType,
                        uint64_t(dims[i][0]),
                        uint64_t(dims[i][1]), dims[i][2]))
       return executionError("cublasLtMatrixLayoutCreate failed for " +
@@ -390,6 +396,9 @@ Status CublasLt::gemm(const GemmF32 &g, cuda::CUstream stream) {
       return invalidArgument("GPU matrix product " + shapeOf(g) +
                              ": k = 0 into a C with gaps");
     const CudaDriver &d = device_->driver();
+    if (g.cBf16) // +0.0 is all-zero bytes in bf16 too
+      return d.check(d.cuMemsetD8Async(g.c, 0, size_t(span) * 2, stream),
+                     "cuMemsetD8Async (product with k = 0)");
     return d.check(d.cuMemsetD32Async(g.c, 0, size_t(span), stream),
                    "cuMemsetD32Async (product with k = 0)");
   }

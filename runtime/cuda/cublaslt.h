@@ -37,8 +37,8 @@
 
 namespace kimi::rt {
 
-/// One (batched) product with an f32 C, strides in elements; A and B are
-/// f32, or bf16 with precision 2.
+/// One (batched) product, strides in elements; A and B are f32, or bf16
+/// with precision 2; C is f32, or bf16 with `cBf16`.
 struct GemmF32 {
   cuda::CUdeviceptr a = 0, b = 0, c = 0;
   int64_t m = 0, n = 0, k = 0, batch = 1;
@@ -52,6 +52,9 @@ struct GemmF32 {
   bool tune = false;
   /// C = A B: C's old contents are neither read nor kept (beta = 0).
   bool overwrite = false;
+  /// C is bf16: the f32 sums are rounded to nearest even as they are
+  /// stored (precision 2 and overwrite only: a bf16 C is never summed into).
+  bool cBf16 = false;
 };
 
 class CublasLt {

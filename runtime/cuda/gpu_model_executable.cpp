@@ -178,7 +178,7 @@ DeviceAllocator::~DeviceAllocator() {
 namespace {
 // 3: the product descriptor's 18th word, flags: 1 the sizes are compile-time
 // constants (time cuBLASLt's candidates), 2 overwrite C (beta = 0).
-constexpr int32_t kGpuShimAbiVersion = 3;
+constexpr int32_t kGpuShimAbiVersion = 4;
 
 extern "C" {
 struct KimiRtGpuTable {
@@ -386,6 +386,10 @@ struct GpuModelExecutable::Shim {
     // direct call before the capture has chosen them).
     g.tune = (d[17] & 1) != 0 && !s.capturing;
     g.overwrite = (d[17] & 2) != 0; // C = A B (the zero fill was dropped)
+    g.cBf16 = (d[17] & 4) != 0;     // C is bf16 (the rounding was folded in)
+    if (d[17] & ~int64_t(7))
+      return s.fail(invalidArgument("kimi_gpu_gemm_f32: unknown flags " +
+                                    std::to_string(d[17])));
     // Profiling: the plan first (and its timing, for compile-time shapes),
     // so that the events time the product alone. Otherwise gemm() builds it
     // on first use, and the hot path looks the plan up once.

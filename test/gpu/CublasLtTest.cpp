@@ -10,7 +10,9 @@
 // cuBLASLt's candidates; they run twice, and C must hold C + 2 A B: the
 // timing runs write a scratch C, never the caller's, and the second call
 // takes the chosen plan from the cache. `overwrite` products (beta = 0)
-// must leave exactly A B, and zeros when k = 0.
+// must leave exactly A B, and zeros when k = 0. A bf16 C (`cBf16`, only
+// with bf16 operands and overwrite) holds A B rounded to bf16: its C starts
+// as NaNs, and the error against float64 is bounded by bf16's rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +41,7 @@ struct Case {
   int32_t precision;
   bool tune = false; // time the candidates; run the product twice
   bool overwrite = false; // C = A B (beta = 0): C's old values must not show
+  bool cBf16 = false; // C is bf16 (with overwrite and precision 2)
 };
 
 class CublasLtGemm : public ::testing::TestWithParam<Case> {};
@@ -82,6 +85,7 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   g.precision = c.precision;
   g.tune = c.tune;
   g.overwrite = c.overwrite;
+  g.cBf16 = c.cBf16;
   const int calls = c.tune ? 2 : 1;
   g.aM = c.aRowMajor ? c.k : 1, g.aK = c.aRowMajor ? 1 : c.m, g.aBatch = aSize;
   g.bK = c.bRowMajor ? c.n : 1, g.bN = c.bRowMajor ? 1 : c.k;
@@ -91,7 +95,8 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   // k = 0 leaves A and B empty: allocate a word anyway.
   auto da = DeviceBuffer::allocate(dev, std::max<size_t>(aBytes.size(), 4));
   auto db = DeviceBuffer::allocate(dev, std::max<size_t>(bBytes.size(), 4));
-  auto dc = DeviceBuffer::allocate(dev, cv.size() * 4);
+  const size_t cBytes = c.cBf16 ? 2 : 4;
+  auto dc = DeviceBuffer::allocate(dev, std::max<size_t>(cv.size() * cBytes, 4));
   ASSERT_TRUE(da.isOk() && db.isOk() && dc.isOk());
   if (!a.empty()) {
     ASSERT_TRUE(da->upload(aBytes.data(), aBytes.size()).isOk());
@@ -99,7 +104,15 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   if (!b.empty()) {
     ASSERT_TRUE(db->upload(bBytes.data(), bBytes.size()).isOk());
   }
-  ASSERT_TRUE(dc->upload(cv.data(), cv.size() * 4).isOk());
+  if (c.cBf16) {
+    // Poisoned: a NaN survives anywhere the product does not store.
+    std::vector<uint16_t> poison(cv.size(), 0x7fc0);
+    if (!poison.empty()) {
+      ASSERT_TRUE(dc->upload(poison.data(), poison.size() * 2).isOk());
+    }
+  } else {
+    ASSERT_TRUE(dc->upload(cv.data(), cv.size() * 4).isOk());
+  }
   g.a = da->address(), g.b = db->address(), g.c = dc->address();
   for (int i = 0; i < calls; ++i) {
     Status st = blas.value()->gemm(g, stream.value()->handle());
@@ -111,7 +124,16 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   }
   ASSERT_TRUE(stream.value()->synchronize().isOk());
   std::vector<float> got(cv.size(), std::nanf(""));
-  ASSERT_TRUE(dc->download(got.data(), got.size() * 4).isOk());
+  if (c.cBf16) {
+    std::vector<uint16_t> raw(cv.size());
+    if (!raw.empty()) {
+      ASSERT_TRUE(dc->download(raw.data(), raw.size() * 2).isOk());
+    }
+    for (size_t i = 0; i < raw.size(); ++i)
+      got[i] = bf16ToF32(raw[i]);
+  } else {
+    ASSERT_TRUE(dc->download(got.data(), got.size() * 4).isOk());
+  }
 
   double num = 0, den = 0;
   for (int64_t p = 0; p < c.batch; ++p)
@@ -132,7 +154,10 @@ TEST_P(CublasLtGemm, MatchesFloat64) {
   // k = 0 with overwrite: every element must be exactly 0.
   double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   std::printf("[ error    ] %s: %.3g\n", c.name, err);
-  EXPECT_LT(err, c.precision == 1 ? 1e-2 : 1e-5);
+  // A bf16 C: rounding to nearest even moves a value by at most 2^-9 of
+  // itself, about 1.1e-3 in norm for uniform mantissas.
+  EXPECT_LT(err, c.cBf16 ? 3e-3 : c.precision == 1 ? 1e-2 : 1e-5);
+
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,7 +183,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tuned_batched", 64, 48, 96, 4, true, true, true, false, 1, true},
         Case{"overwrite", 37, 53, 29, 1, true, false, true, false, 0, false, true},
         Case{"overwrite_tuned_batched", 64, 48, 96, 3, true, true, false, false, 1, true, true},
-        Case{"overwrite_k0", 5, 7, 0, 2, true, true, true, false, 0, false, true}),
+        Case{"overwrite_k0", 5, 7, 0, 2, true, true, true, false, 0, false, true},
+        // bf16 C: the f32 sums rounded as they are stored.
+        Case{"bf16_c_linear", 256, 192, 512, 1, true, false, true, false, 2, false, true, true},
+        Case{"bf16_c_tuned_batched_col", 64, 48, 96, 3, true, true, false, false, 2, true, true, true},
+        Case{"bf16_c_decode_m1", 1, 2048, 512, 1, true, false, true, false, 2, true, true, true},
+        Case{"bf16_c_k0", 5, 7, 0, 2, true, true, true, false, 2, false, true, true}),
     [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace

@@ -285,3 +285,142 @@ func.func @matmul_bf16_inputs(%a: memref<8x16xbf16>, %b: memref<16x32xbf16>, %c:
   linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x32xbf16>) outs(%c : memref<8x32xf32>)
   return
 }
+
+// -----
+
+// A bf16 product whose zero-filled f32 result is only rounded to bf16:
+// cuBLASLt stores the rounded values itself (flags 7 = static shape,
+// overwrite, bf16 C) into the rounding's output, at 2 bytes an element;
+// the f32 buffer, its fill, the rounding and the deallocation go.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @linear_bf16_result
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg.fill
+// CHECK: memref.extract_strided_metadata %arg2
+// CHECK: memref.extract_aligned_pointer_as_index %arg2
+// CHECK: arith.muli %{{.*}}, %c2{{(_[0-9]+)?}} : index
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c7{{(_[0-9]+)?}}) :
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+func.func @linear_bf16_result(%x: memref<1x8x64xbf16>, %w: memref<32x64xbf16>, %o: memref<1x8x32xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<1x8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<1x8x32xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x8x64xbf16>, memref<32x64xbf16>) outs(%acc : memref<1x8x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %m = arith.mulf %af, %bf : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%acc : memref<1x8x32xf32>) outs(%o : memref<1x8x32xbf16>) {
+  ^bb0(%v: f32, %out: bf16):
+    %r = arith.truncf %v : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.dealloc %acc : memref<1x8x32xf32>
+  return
+}
+
+// -----
+
+// Not folded: the f32 result is read again after the rounding (a residual
+// kept at f32), or the op between the product and the rounding may read
+// the rounding's output before the product would now write it.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @linear_bf16_result_kept
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c3{{(_[0-9]+)?}}) :
+// CHECK: arith.truncf
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c3{{(_[0-9]+)?}}) :
+// CHECK: memref.copy %arg3, %arg4
+// CHECK: arith.truncf
+func.func @linear_bf16_result_kept(%x: memref<1x8x64xbf16>, %w: memref<32x64xbf16>, %o: memref<1x8x32xbf16>,
+                                   %o2: memref<1x8x32xbf16>, %seen: memref<1x8x32xbf16>, %keep: memref<1x8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<1x8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<1x8x32xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x8x64xbf16>, memref<32x64xbf16>) outs(%acc : memref<1x8x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %m = arith.mulf %af, %bf : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%acc : memref<1x8x32xf32>) outs(%o : memref<1x8x32xbf16>) {
+  ^bb0(%v: f32, %out: bf16):
+    %r = arith.truncf %v : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  memref.copy %acc, %keep : memref<1x8x32xf32> to memref<1x8x32xf32>
+  %acc2 = memref.alloc() : memref<1x8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc2 : memref<1x8x32xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x8x64xbf16>, memref<32x64xbf16>) outs(%acc2 : memref<1x8x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %m = arith.mulf %af, %bf : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  memref.copy %o2, %seen : memref<1x8x32xbf16> to memref<1x8x32xbf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%acc2 : memref<1x8x32xf32>) outs(%o2 : memref<1x8x32xbf16>) {
+  ^bb0(%v: f32, %out: bf16):
+    %r = arith.truncf %v : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return
+}
+
+// -----
+
+// Bufferization allocates the rounding's output after the product: the
+// allocation moves up to the product, which stores into it.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @linear_bf16_result_later_alloc
+// CHECK: %[[R:.*]] = memref.alloc() : memref<1x8x32xbf16>
+// CHECK-NOT: memref.alloc
+// CHECK: memref.extract_aligned_pointer_as_index %[[R]]
+// CHECK: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c7{{(_[0-9]+)?}}) :
+// CHECK-NOT: linalg.generic
+// CHECK: memref.copy %[[R]], %arg2
+func.func @linear_bf16_result_later_alloc(%x: memref<1x8x64xbf16>, %w: memref<32x64xbf16>, %o: memref<1x8x32xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<1x8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<1x8x32xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<1x8x64xbf16>, memref<32x64xbf16>) outs(%acc : memref<1x8x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %m = arith.mulf %af, %bf : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  }
+  %r = memref.alloc() : memref<1x8x32xbf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%acc : memref<1x8x32xf32>) outs(%r : memref<1x8x32xbf16>) {
+  ^bb0(%v: f32, %out: bf16):
+    %t = arith.truncf %v : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.copy %r, %o : memref<1x8x32xbf16> to memref<1x8x32xbf16>
+  return
+}
