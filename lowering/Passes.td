@@ -805,17 +805,6 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     reads; the op's output must not be A, nor any buffer the launch's other
     products read or write. The definitions of its output and inputs move
     up like a group member's.
-
-    A GEMV kernel waits for the kernels before it (`griddepcontrol.wait`)
-    itself, rather than at the top as kimi-gpu-grid-dependencies places it.
-    With `gemv-prefetch-weights` (default), each block first asks the copy
-    engine for its rows of every product's weight in L2 (one
-    `cp.async.bulk.prefetch` per row, whole rows): the model's weights are
-    never written, so under programmatic dependent launch a decode step's
-    weight stream starts while the norm, mix or convolution before the
-    product still runs, and the product's loads then find most of its
-    rows in L2. Products whose B is not a weight (a cache, an activation)
-    are not prefetched.
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
@@ -838,16 +827,11 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     Option<"gemvEpilogues", "gemv-epilogues", "bool", "true",
            "Fuse the elementwise op that consumes a GEMV product's output "
            "(and a second product it combines) into the GEMV kernel's store">,
-    Option<"gemvPrefetchWeights", "gemv-prefetch-weights", "bool", "true",
-           "Each GEMV block asks for its weight rows in L2 before it waits "
-           "for the kernels it depends on">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect",
-    "::mlir::LLVM::LLVMDialect",
-    "::mlir::NVVM::NVVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",

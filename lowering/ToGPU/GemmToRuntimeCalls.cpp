@@ -896,10 +896,6 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     int64_t rows = 0;
     for (const GemvCandidate &g : group) {
       spec.products.push_back(g.spec);
-      spec.products.back().prefetchWeights =
-          gemvPrefetchWeights &&
-          isWeightView(viewRoot(g.op.getDpsInputs()[1])) &&
-          (!g.second || isWeightView(viewRoot(g.second.getDpsInputs()[1])));
       rows += g.spec.n * g.spec.batch;
       if (g.fill)
         g.fill->erase();

@@ -8,8 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/ToGPU/GemvKernel.h"
-
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "lowering/ToGPU/KdaKernelSupport.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -38,7 +36,6 @@ std::string GemvKernelSpec::key() const {
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
          (bf16Weights ? "_bf16" : "") + (bf16Activations ? "_a16" : "") +
          (accumulate ? "_acc" : "") + (weights == 2 ? "_x2" : "") +
-         (prefetchWeights ? "_pf" : "") +
          (batch > 1 ? "_b" + std::to_string(batch) + "x" +
                           std::to_string(batchA) + "x" +
                           std::to_string(batchB) + "x" + std::to_string(batchC)
@@ -382,8 +379,6 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
                                       kGemvWarps * M * maxW * R, b.getF32Type())
                      : Value();
 
-  const bool prefetches = llvm::any_of(
-      group.products, [](const GemvKernelSpec &p) { return p.prefetchWeights; });
   // One product over the blocks [0, gemvBlocks(spec)) of `blockIndex`;
   // `buffers` are its kernel arguments (GemvKernelSpec::bufferArgs).
   auto product = [&](const GemvKernelSpec &spec, ArrayRef<Value> buffers,
@@ -402,31 +397,6 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
       blockIndex = e.remu(blockIndex, e.idx(perItem));
     }
     auto itemOffset = [&](int64_t stride) { return e.mul(item, e.idx(stride)); };
-    if (spec.prefetchWeights) {
-      // Thread t < rows of the block asks for row t of each weight, whole
-      // (all k shares): weights are never written, so this may run before
-      // the wait below.
-      const int64_t blockRows = groupsPerBlock * R;
-      Value t = e.threadId();
-      Value blockRow = e.add(e.mul(blockIndex, e.idx(blockRows)), t);
-      auto mine = scf::IfOp::create(
-          b, loc,
-          e.andI(e.ult(t, e.idx(blockRows)), e.ult(blockRow, e.idx(N))), false);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&mine.getThenRegion().front());
-      for (int64_t j = 0; j < W; ++j)
-        e.prefetchL2Range(Bs[j],
-                          e.add(itemOffset(spec.batchB),
-                                e.mul(blockRow, e.idx(spec.ldb))),
-                          K);
-    }
-    // With prefetches in the launch, every product waits here, after them;
-    // otherwise kimi-gpu-grid-dependencies puts the wait at the top.
-    if (prefetches) {
-      NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
-      NVVM::GriddepcontrolOp::create(
-          b, loc, NVVM::GridDepActionKind::launch_dependents);
-    }
     Value firstRow = e.mul(
         e.add(e.mul(blockIndex, e.idx(groupsPerBlock)), rowGroup), e.idx(R));
     // Rows past N read row N - 1 and are not stored.

@@ -82,11 +82,6 @@ struct GemvKernelSpec {
   /// product i - 1's.
   int64_t batch = 1, batchA = 0, batchB = 0, batchC = 0;
   std::optional<GemvEpilogue> epilogue;
-  /// The weights are the model's (no kernel writes them): each block asks
-  /// for its rows in L2 (`cp.async.bulk.prefetch`) before it waits for the
-  /// kernels it depends on, so that under programmatic dependent launch the
-  /// weight stream starts while the kernel before it (a norm, a mix) runs.
-  bool prefetchWeights = false;
 
   /// A key naming the specialisation (kernels are shared by equal specs;
   /// an epilogue adds a hash of its text).
@@ -186,10 +181,7 @@ emitWarpDotPartials(KernelEmitter &e, llvm::ArrayRef<WarpDotVector> vectors,
 mlir::Value emitWarpTotal(KernelEmitter &e, mlir::Value partial);
 
 /// Emits `gpu.func @name(a, <product 0's buffers>, <product 1's>, ...)`
-/// into `module` (GemvKernelSpec::bufferArgs). When a product prefetches
-/// its weights (GemvKernelSpec::prefetchWeights), the kernel waits for its
-/// prerequisite grids itself (`griddepcontrol.wait`, after the prefetches),
-/// and kimi-gpu-grid-dependencies leaves it alone.
+/// into `module` (GemvKernelSpec::bufferArgs).
 mlir::gpu::GPUFuncOp emitGemvKernel(mlir::OpBuilder &b, mlir::Location loc,
                                     mlir::gpu::GPUModuleOp module,
                                     llvm::StringRef name,

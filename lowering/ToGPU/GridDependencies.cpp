@@ -31,14 +31,10 @@ struct KimiGpuGridDependencies
         if (!func.isKernel() || func.getBody().empty())
           continue;
         Block &entry = func.getBody().front();
-        // A kernel that waits already keeps its own placement (idempotent;
-        // the GEMV kernels prefetch their weights before they wait).
-        bool waits = false;
-        func.walk([&](NVVM::GriddepcontrolOp op) {
-          waits |= op.getKind() == NVVM::GridDepActionKind::wait;
-        });
-        if (waits)
-          continue;
+        // Idempotent: a kernel that already starts with the wait keeps it.
+        if (auto first = dyn_cast<NVVM::GriddepcontrolOp>(entry.front()))
+          if (first.getKind() == NVVM::GridDepActionKind::wait)
+            continue;
         OpBuilder b = OpBuilder::atBlockBegin(&entry);
         NVVM::GriddepcontrolOp::create(b, func.getLoc(),
                                        NVVM::GridDepActionKind::wait);

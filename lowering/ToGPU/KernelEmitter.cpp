@@ -153,34 +153,6 @@ void KernelEmitter::prefetchL1(Value memref, Value elementOffset) {
       /*predicate=*/Value());
 }
 
-void KernelEmitter::prefetchL2Range(Value memref, Value elementOffset,
-                                    int64_t elements) {
-  auto type = cast<MemRefType>(memref.getType());
-  const int64_t width = type.getElementTypeBitWidth() / 8;
-  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
-  Value first = arith::AddIOp::create(
-      b, loc, base,
-      arith::MulIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, meta.getOffset(), elementOffset),
-          idx(width)));
-  Value end = arith::AddIOp::create(b, loc, first, idx(elements * width));
-  // [first & ~15, (end + 15) & ~15)
-  Value from = arith::AndIOp::create(b, loc, first, idx(~int64_t(15)));
-  Value to = arith::AndIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, end, idx(15)), idx(~int64_t(15)));
-  Value bytes = arith::IndexCastOp::create(
-      b, loc, b.getI32Type(), arith::SubIOp::create(b, loc, to, from));
-  Value generic = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext()),
-      Value(arith::IndexCastOp::create(b, loc, b.getI64Type(), from)));
-  NVVM::CpAsyncBulkPrefetchOp::create(
-      b, loc,
-      LLVM::AddrSpaceCastOp::create(
-          b, loc, LLVM::LLVMPointerType::get(b.getContext(), 1), generic),
-      bytes, Value());
-}
-
 void KernelEmitter::prefetchL2(Value memref, Value elementOffset, Value bytes) {
   NVVM::CpAsyncBulkPrefetchOp::create(
       b, loc, globalPtr(b, loc, memref, elementOffset), bytes, Value());

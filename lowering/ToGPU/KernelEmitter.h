@@ -111,12 +111,6 @@ public:
   /// from element `elementOffset` of `memref` (16-byte aligned there): one
   /// thread asks the copy engine to bring a whole range into L2.
   void prefetchL2(mlir::Value memref, mlir::Value elementOffset, mlir::Value bytes);
-  /// `cp.async.bulk.prefetch.L2.global` of elements [elementOffset,
-  /// elementOffset + elements) of `memref`, whatever their alignment: the
-  /// range widened to whole 16-byte pieces (which stay inside the
-  /// allocation, itself 16-byte aligned).
-  void prefetchL2Range(mlir::Value memref, mlir::Value elementOffset,
-                       int64_t elements);
 
   mlir::Value load(mlir::Value memref, mlir::Value index);
   void store(mlir::Value value, mlir::Value memref, mlir::Value index);

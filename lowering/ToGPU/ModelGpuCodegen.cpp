@@ -352,10 +352,6 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       gemm.gemvMaxM = options.gemvMaxM;
       gemm.gemvMaxGroup = options.gemvMaxGroup;
       gemm.gemvEpilogues = options.gemvEpilogues;
-      // Before the wait only matters where kernels wait for their
-      // predecessors (programmatic dependent launch).
-      gemm.gemvPrefetchWeights =
-          options.gemvPrefetchWeights && options.gridDependencies;
       gemm.smCount = options.smCount;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }

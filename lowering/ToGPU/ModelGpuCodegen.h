@@ -78,9 +78,6 @@ struct ModelGpuCodegenOptions {
   /// activation) runs at the GEMV kernel's store (kimi-gpu-gemm-calls
   /// {gemv-epilogues}).
   bool gemvEpilogues = true;
-  /// GEMV blocks prefetch their weight rows into L2 before they wait for
-  /// the kernel before them (kimi-gpu-gemm-calls{gemv-prefetch-weights}).
-  bool gemvPrefetchWeights = true;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
   /// A bf16 weight's cuBLASLt product rounds the f32 activations to bf16

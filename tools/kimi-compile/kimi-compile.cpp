@@ -332,14 +332,6 @@ cl::opt<bool> gpuGemvEpilogues(
              "pair) runs at the GEMV kernel's store instead of as a launch of "
              "its own (kimi-gpu-gemm-calls{gemv-epilogues}; default on)"),
     cl::init(true), cl::cat(category));
-cl::opt<bool> gpuGemvPrefetch(
-    "gpu-gemv-prefetch",
-    cl::desc("--target sm_90a models: each GEMV block asks for its weight "
-             "rows in L2 before it waits for the kernel before it, so that a "
-             "decode step's weight stream overlaps the small kernels between "
-             "products (kimi-gpu-gemm-calls{gemv-prefetch-weights}; default "
-             "on)"),
-    cl::init(true), cl::cat(category));
 cl::opt<int64_t> gpuReductionUnroll(
     "gpu-reduction-unroll",
     cl::desc("--target sm_90a models: iterations each lane of a reduction "
@@ -489,7 +481,7 @@ int main(int argc, char **argv) {
              &gpuFuseElementwise, &gpuKdaKernels, &gpuMlaKernels,
              &gpuMlaDecodeKernels, &gpuTokenwiseKernels, &gpuGridDependencies,
              &gpuGemvMaxM, &gpuGemvMaxGroup, &gpuGemvEpilogues,
-             &gpuGemvPrefetch, &gpuReductionUnroll})
+             &gpuReductionUnroll})
       if (o->getNumOccurrences())
         return fail("--" + o->ArgStr.str() +
                     " applies to models compiled for --target sm_90a (here: " +
@@ -600,11 +592,6 @@ int main(int argc, char **argv) {
         return fail("--gpu-gemv-max-group must be in 1..8");
       codegen.gemvMaxGroup = gpuGemvMaxGroup;
       codegen.gemvEpilogues = gpuGemvEpilogues;
-      if (gpuGemvPrefetch.getNumOccurrences() && gpuGemvPrefetch &&
-          !gpuGridDependencies)
-        return fail("--gpu-gemv-prefetch prefetches before the wait for the "
-                    "kernel before: it needs --gpu-grid-dependencies");
-      codegen.gemvPrefetchWeights = gpuGemvPrefetch;
       codegen.gridDependencies = gpuGridDependencies;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;

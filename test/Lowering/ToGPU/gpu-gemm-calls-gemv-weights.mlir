@@ -1,5 +1,4 @@
 // RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false" -split-input-file | FileCheck %s
-// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false gemv-prefetch-weights=false" -split-input-file | FileCheck %s --check-prefix=NOPF
 
 // As the GPU model target runs them: the weights are descriptors around
 // pointers loaded from the weight table, which no entry writes, so a kernel
@@ -15,25 +14,11 @@
 // CHECK-LABEL: func.func @projections
 // CHECK: llvm.load
 // CHECK: llvm.load
-// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_pf__1x96x256_0_256_0_r2_pf blocks in (%c24,
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2__1x96x256_0_256_0_r2 blocks in (%c24,
 // CHECK-NOT: gpu.launch_func
 // CHECK: linalg.generic
 // CHECK-NOT: gpu.launch_func
 // CHECK: return
-// The weights are the table's, which nothing writes: each product's blocks
-// ask for their rows in L2 (one bulk prefetch a row), and only then wait
-// for the kernels before them. Without gemv-prefetch-weights the kernel
-// neither prefetches nor waits (kimi-gpu-grid-dependencies adds the wait).
-// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2_pf__1x96x256_0_256_0_r2_pf(
-// CHECK: scf.if
-// CHECK: nvvm.cp.async.bulk.prefetch
-// CHECK: nvvm.griddepcontrol  wait
-// CHECK-NEXT: nvvm.griddepcontrol  launch_dependents
-// CHECK: nvvm.cp.async.bulk.prefetch
-// CHECK: nvvm.griddepcontrol  wait
-// NOPF: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2__1x96x256_0_256_0_r2 blocks
-// NOPF-NOT: prefetch
-// NOPF-NOT: griddepcontrol
 memref.global "public" @kimi_w_0 : memref<96x256xf32> = uninitialized {alignment = 64 : i64}
 memref.global "public" @kimi_w_1 : memref<96x256xf32> = uninitialized {alignment = 64 : i64}
 func.func @projections(%h: memref<1x256xf32>, %state: memref<1x96xf32>) -> (memref<1x96xf32>, memref<1x96xf32>) {
@@ -78,9 +63,9 @@ func.func @projections(%h: memref<1x256xf32>, %state: memref<1x96xf32>) -> (memr
 #o = affine_map<(t, n, k) -> (t, n)>
 #id = affine_map<(t, n) -> (t, n)>
 // ARG-LABEL: func.func @input_argument
-// ARG: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_pf blocks
+// ARG: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
 // ARG: linalg.generic
-// ARG: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_pf blocks
+// ARG: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2 blocks
 memref.global "public" @kimi_w_0 : memref<96x256xf32> = uninitialized {alignment = 64 : i64}
 memref.global "public" @kimi_w_1 : memref<96x256xf32> = uninitialized {alignment = 64 : i64}
 func.func @input_argument(%x: memref<1x256xf32>, %state: memref<1x96xf32>) -> (memref<1x96xf32>, memref<1x96xf32>) {
