@@ -919,6 +919,38 @@ def KimiGpuWarpReductions
   ];
 }
 
+def KimiGpuRegisterAccumulators
+    : Pass<"kimi-gpu-register-accumulators", "::mlir::func::FuncOp"> {
+  let summary = "Keep a sequential loop's accumulator in a register";
+  let description = [{
+    `convert-linalg-to-parallel-loops` lowers a reduction to an `scf.for`
+    whose every trip loads the output element, combines, and stores it
+    back. `kimi-gpu-warp-reductions` spreads the long f32 ones over a warp;
+    the rest (the integer counts, ranks and prefix sums of the token-sorted
+    experts, loops over 8-128 slots) stay in one thread, and on the GPU
+    each trip then waits for its own store to come back from L2: a
+    128-trip count took tens of microseconds, several times per MoE layer
+    and prefill chunk.
+
+    This pass gives such a loop its accumulator as an iteration argument:
+    the element is loaded once before the loop, carried in a register, and
+    stored once after it. It applies to an `scf.for` whose body (at its top
+    level) loads `M[I]` and later stores to `M[I]`, with `M` and `I`
+    defined outside the loop, where that store is the only write of the
+    body and that load the only access to `M` in it; everything else in the
+    body must be side-effect free, loads, or nested `scf.for` / `scf.if`
+    that only load. Inner loops go first, so a nest of reductions becomes
+    one load and one store. The values computed are the same, in the same
+    order; only the memory traffic goes. Other buffers read in the loop are
+    taken not to alias `M`, as the linalg ops that made the loop
+    guarantee.
+  }];
+  let dependentDialects = [
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def KimiGpuSerialKernels
     : Pass<"kimi-gpu-serial-kernels", "::mlir::ModuleOp"> {
   let summary = "Run leftover host accesses of device memory as one-thread kernels";

@@ -964,11 +964,80 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   /// that a generic fills with its values converted (a bf16 weight widened
   /// before an f32 product, exact; f32 activations rounded to nearest even
   /// before a bf16 product), freed after the product.
+  /// The elementwise op that writes all of `buffer` for `product` alone,
+  /// when it can store its values rounded instead: an allocation whose
+  /// only other users are that `linalg.generic` (its one output, identity
+  /// map, all loops parallel, the output's old values unread, in `product`'s
+  /// block before it) and deallocations.
+  static linalg::GenericOp soleProducer(Value buffer, Operation *product) {
+    auto alloc = buffer.getDefiningOp<memref::AllocOp>();
+    if (!alloc)
+      return {};
+    linalg::GenericOp producer;
+    for (Operation *user : alloc->getUsers()) {
+      if (user == product || isa<memref::DeallocOp>(user))
+        continue;
+      auto g = dyn_cast<linalg::GenericOp>(user);
+      if (!g || producer)
+        return {};
+      producer = g;
+    }
+    if (!producer || producer->getBlock() != product->getBlock() ||
+        !producer->isBeforeInBlock(product) ||
+        !producer.hasPureBufferSemantics() || producer.getNumDpsInits() != 1 ||
+        producer.getDpsInits()[0] != buffer ||
+        llvm::is_contained(producer.getDpsInputs(), buffer) ||
+        !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
+             .isIdentity() ||
+        !llvm::all_of(producer.getIteratorTypesArray(),
+                      [](utils::IteratorType t) {
+                        return t == utils::IteratorType::parallel;
+                      }) ||
+        !producer.getMatchingBlockArgument(producer.getDpsInitOperand(0))
+             .use_empty())
+      return {};
+    return producer;
+  }
+
+  /// `buffer` at element type `to`, for `product` to read: itself, or a new
+  /// buffer of its shape that a generic fills with its values converted (a
+  /// bf16 weight widened before an f32 product, exact; f32 activations
+  /// rounded to nearest even before a bf16 product), freed after the
+  /// product. Where an elementwise op computes the f32 values for the
+  /// product alone (SiTU of a routed expert's gate and up), that op stores
+  /// them rounded instead, and the f32 buffer goes: the same values, one
+  /// pass over memory fewer.
   static Value convertOperand(OpBuilder &b, Location loc, Value buffer,
-                              Type to, SmallVector<Value> &temporaries) {
+                              Type to, Operation *product,
+                              SmallVector<Value> &temporaries) {
     auto type = cast<MemRefType>(buffer.getType());
     if (type.getElementType() == to)
       return buffer;
+    if (linalg::GenericOp producer =
+            to.getIntOrFloatBitWidth() < type.getElementTypeBitWidth()
+                ? soleProducer(buffer, product)
+                : linalg::GenericOp()) {
+      auto old = buffer.getDefiningOp<memref::AllocOp>();
+      OpBuilder pb(producer);
+      auto rounded = memref::AllocOp::create(
+          pb, old.getLoc(), MemRefType::get(type.getShape(), to),
+          old.getDynamicSizes(), old.getSymbolOperands(),
+          old.getAlignmentAttr());
+      producer.getDpsInitsMutable()[0].set(rounded.getResult());
+      producer.getMatchingBlockArgument(producer.getDpsInitOperand(0))
+          .setType(to);
+      Operation *yield = producer.getRegion().front().getTerminator();
+      pb.setInsertionPoint(yield);
+      yield->setOperand(0, arith::TruncFOp::create(pb, loc, to,
+                                                   yield->getOperand(0)));
+      // The product is the f32 allocation's last user now; rewrite()
+      // erases it with the product.
+      for (Operation *user : llvm::make_early_inc_range(old->getUsers()))
+        if (isa<memref::DeallocOp>(user))
+          user->erase();
+      temporaries.push_back(rounded);
+      return rounded;
+    }
     SmallVector<Value> dynamic;
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (type.isDynamicDim(d))
@@ -1090,9 +1159,9 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         bf16Operands == 2 || (bf16Operands == 1 && bf16WeightProducts);
     Type operandType =
         bf16Product ? Type(b.getBF16Type()) : Type(b.getF32Type());
-    Value inA = convertOperand(b, loc, op.getDpsInputs()[0], operandType,
+    Value inA = convertOperand(b, loc, op.getDpsInputs()[0], operandType, op,
                                temporaries);
-    Value inB = convertOperand(b, loc, op.getDpsInputs()[1], operandType,
+    Value inB = convertOperand(b, loc, op.getDpsInputs()[1], operandType, op,
                                temporaries);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     // (address, stride per loop dim) of one operand.
@@ -1162,7 +1231,12 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     for (Value t : temporaries)
       memref::DeallocOp::create(b, loc, t);
     Value f32C = op.getDpsInits()[0];
+    SmallVector<Value> inputs(op.getDpsInputs());
     op->erase();
+    // An input whose producer now stores rounded values (convertOperand).
+    for (Value in : inputs)
+      if (auto alloc = in.getDefiningOp<memref::AllocOp>(); alloc && alloc->use_empty())
+        alloc->erase();
     if (rounding) {
       rounding->erase();
       Operation *alloc = f32C.getDefiningOp();

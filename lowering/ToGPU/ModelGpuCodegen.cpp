@@ -359,6 +359,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     kimi::KimiGpuWarpReductionsOptions reductions;
     reductions.unroll = options.reductionUnroll;
     pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuWarpReductions(reductions));
+    pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuRegisterAccumulators());
     kimi::KimiGpuMapLoopsOptions map;
     map.blockSize = options.blockSize;
     pm.addNestedPass<func::FuncOp>(kimi::createKimiGpuMapLoops(map));

@@ -424,3 +424,46 @@ func.func @linear_bf16_result_later_alloc(%x: memref<1x8x64xbf16>, %w: memref<32
   memref.copy %r, %o : memref<1x8x32xbf16> to memref<1x8x32xbf16>
   return
 }
+
+// -----
+
+// Under bf16-weight-products, f32 activations that an elementwise op
+// computes for a bf16 product alone (SiTU of a routed expert's gate and
+// up, with bf16 activations too): the op stores them rounded into
+// a bf16 buffer, which the product reads and frees; the f32 buffer and the
+// separate rounding go.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, k) -> (b, t, k)>
+// BF16-LABEL: func.func @rounded_by_producer
+// BF16: %[[H:.*]] = memref.alloc() : memref<1x8x64xbf16>
+// BF16-NOT: memref.alloc
+// BF16: linalg.generic {{.*}} outs(%[[H]] : memref<1x8x64xbf16>)
+// BF16: math.tanh
+// BF16: arith.truncf %{{.*}} : f32 to bf16
+// BF16-NOT: linalg.generic
+// BF16: memref.extract_aligned_pointer_as_index %[[H]]
+// BF16: call @kimi_gpu_gemm_f32({{.*}}, %c2{{(_[0-9]+)?}}, %c1{{(_[0-9]+)?}}) :
+// BF16-NEXT: memref.dealloc %[[H]] : memref<1x8x64xbf16>
+// BF16-NOT: memref.dealloc
+// BF16: return
+func.func @rounded_by_producer(%g: memref<1x8x64xf32>, %w: memref<32x64xbf16>, %o: memref<1x8x32xf32>) {
+  %h = memref.alloc() : memref<1x8x64xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g : memref<1x8x64xf32>) outs(%h : memref<1x8x64xf32>) {
+  ^bb0(%v: f32, %out: f32):
+    %t = math.tanh %v : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%h, %w : memref<1x8x64xf32>, memref<32x64xbf16>) outs(%o : memref<1x8x32xf32>) {
+  ^bb0(%a: f32, %b: bf16, %acc: f32):
+    %bw = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %bw : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %h : memref<1x8x64xf32>
+  return
+}
