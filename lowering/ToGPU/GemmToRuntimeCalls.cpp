@@ -326,10 +326,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   /// outside.
   static bool isEpilogueCandidate(linalg::GenericOp g, ArrayRef<int64_t> shape) {
     if (!g.hasPureBufferSemantics() || g.getNumDpsInits() != 1 ||
-        !llvm::all_of(g.getIteratorTypesArray(),
-                      [](utils::IteratorType t) {
-                        return t == utils::IteratorType::parallel;
-                      }) ||
+        !allParallel(g) ||
         !llvm::all_of(g.getIndexingMapsArray(),
                       [](AffineMap m) { return m.isIdentity(); }))
       return false;
@@ -960,10 +957,28 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     }
   }
 
-  /// `buffer` at element type `to`: itself, or a new buffer of its shape
-  /// that a generic fills with its values converted (a bf16 weight widened
-  /// before an f32 product, exact; f32 activations rounded to nearest even
-  /// before a bf16 product), freed after the product.
+  /// The only linalg.generic among `alloc`'s users other than `besides`
+  /// and deallocations, or null (none, several, or any other user).
+  static linalg::GenericOp onlyGenericUser(memref::AllocOp alloc,
+                                           ArrayRef<Operation *> besides) {
+    linalg::GenericOp only;
+    for (Operation *user : alloc->getUsers()) {
+      if (llvm::is_contained(besides, user) || isa<memref::DeallocOp>(user))
+        continue;
+      auto g = dyn_cast<linalg::GenericOp>(user);
+      if (!g || only)
+        return {};
+      only = g;
+    }
+    return only;
+  }
+
+  static bool allParallel(linalg::LinalgOp op) {
+    return llvm::all_of(op.getIteratorTypesArray(), [](utils::IteratorType t) {
+      return t == utils::IteratorType::parallel;
+    });
+  }
+
   /// The elementwise op that writes all of `buffer` for `product` alone,
   /// when it can store its values rounded instead: an allocation whose
   /// only other users are that `linalg.generic` (its one output, identity
@@ -973,15 +988,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     auto alloc = buffer.getDefiningOp<memref::AllocOp>();
     if (!alloc)
       return {};
-    linalg::GenericOp producer;
-    for (Operation *user : alloc->getUsers()) {
-      if (user == product || isa<memref::DeallocOp>(user))
-        continue;
-      auto g = dyn_cast<linalg::GenericOp>(user);
-      if (!g || producer)
-        return {};
-      producer = g;
-    }
+    linalg::GenericOp producer = onlyGenericUser(alloc, {product});
     if (!producer || producer->getBlock() != product->getBlock() ||
         !producer->isBeforeInBlock(product) ||
         !producer.hasPureBufferSemantics() || producer.getNumDpsInits() != 1 ||
@@ -989,10 +996,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         llvm::is_contained(producer.getDpsInputs(), buffer) ||
         !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
              .isIdentity() ||
-        !llvm::all_of(producer.getIteratorTypesArray(),
-                      [](utils::IteratorType t) {
-                        return t == utils::IteratorType::parallel;
-                      }) ||
+        !allParallel(producer) ||
         !producer.getMatchingBlockArgument(producer.getDpsInitOperand(0))
              .use_empty())
       return {};
@@ -1071,30 +1075,26 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   /// must be unobservable: the buffer's view exists at the product, and
   /// every op between the two is side-effect free, an allocation, or leaves
   /// the buffer's allocation alone. Null when any of that does not hold.
+  /// The op of `op`'s block after `op` that defines `v`, or null.
+  static Operation *definedAfter(Value v, Operation *op) {
+    Operation *def = v.getDefiningOp();
+    return def && def->getBlock() == op->getBlock() && op->isBeforeInBlock(def)
+               ? def
+               : nullptr;
+  }
+
   static linalg::GenericOp roundingOf(linalg::LinalgOp op, linalg::FillOp fill,
                                       const Contraction &c) {
     Value out = op.getDpsInits()[0];
     auto alloc = out.getDefiningOp<memref::AllocOp>();
     if (!fill || !alloc)
       return {};
-    linalg::GenericOp rounding;
-    for (Operation *user : alloc->getUsers()) {
-      if (user == op.getOperation() || user == fill.getOperation() ||
-          isa<memref::DeallocOp>(user))
-        continue;
-      auto g = dyn_cast<linalg::GenericOp>(user);
-      if (!g || rounding)
-        return {};
-      rounding = g;
-    }
+    linalg::GenericOp rounding =
+        onlyGenericUser(alloc, {op.getOperation(), fill.getOperation()});
     if (!rounding || rounding->getBlock() != op->getBlock() ||
         !op->isBeforeInBlock(rounding) || !rounding.hasPureBufferSemantics() ||
         rounding.getNumDpsInputs() != 1 || rounding.getNumDpsInits() != 1 ||
-        rounding.getDpsInputs()[0] != out ||
-        !llvm::all_of(rounding.getIteratorTypesArray(),
-                      [](utils::IteratorType t) {
-                        return t == utils::IteratorType::parallel;
-                      }) ||
+        rounding.getDpsInputs()[0] != out || !allParallel(rounding) ||
         !llvm::all_of(rounding.getIndexingMapsArray(),
                       [](AffineMap m) { return m.isIdentity(); }))
       return {};
@@ -1114,23 +1114,13 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     if (!hasUnitStrideAmong(result, op.getIndexingMapsArray()[2], {c.m, c.n}))
       return {};
     // Bufferization allocates the rounding's output after the product: such
-    // an allocation moves up to the product (its sizes permitting).
-    if (Operation *def = result.getDefiningOp();
-        def && (def->getBlock() != op->getBlock() || !def->isBeforeInBlock(op))) {
-      auto resultAlloc = dyn_cast<memref::AllocOp>(def);
-      if (!resultAlloc || def->getBlock() != op->getBlock() ||
-          !llvm::all_of(def->getOperands(), [&](Value v) {
-            // Values of enclosing blocks dominate the product already.
-            Operation *d = v.getDefiningOp();
-            return !d || d->getBlock() != op->getBlock() ||
-                   d->isBeforeInBlock(op);
-          }))
+    // an allocation moves up to the product (its sizes permitting). Values
+    // of enclosing blocks dominate the product already.
+    if (Operation *def = definedAfter(result, op))
+      if (!isa<memref::AllocOp>(def) ||
+          llvm::any_of(def->getOperands(),
+                       [&](Value v) { return definedAfter(v, op); }))
         return {};
-    }
-    if (auto arg = dyn_cast<BlockArgument>(result);
-        arg && arg.getOwner() != op->getBlock() &&
-        !arg.getOwner()->getParentOp()->isProperAncestor(op))
-      return {};
     Value root = viewRoot(result);
     Value resultAlloc = root.getDefiningOp<memref::AllocOp>() ? root : Value();
     for (Operation *x = op->getNextNode(); x != rounding; x = x->getNextNode())
@@ -1188,8 +1178,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     linalg::GenericOp rounding =
         bf16Product ? roundingOf(op, fill, c) : linalg::GenericOp();
     if (rounding)
-      if (Operation *def = rounding.getDpsInits()[0].getDefiningOp();
-          def && op->isBeforeInBlock(def)) {
+      if (Operation *def = definedAfter(rounding.getDpsInits()[0], op)) {
         def->moveBefore(op);
         b.setInsertionPoint(op);
       }
