@@ -456,7 +456,7 @@ def KimiGpuRouterKernels : Pass<"kimi-gpu-router-kernels", "::mlir::ModuleOp"> {
 
 def KimiGpuRoutedExpertsKernels
     : Pass<"kimi-gpu-routed-experts-kernels", "::mlir::ModuleOp"> {
-  let summary = "Run a decode step's routed experts as two generated kernels";
+  let summary = "Run routed experts as generated kernels (a decode step: two; a prefill step: sorted tensor-core products)";
   let description = [{
     On by default for `--target sm_90a` models (`kimi-compile
     --gpu-tokenwise-kernels=false` turns it off). Every
@@ -495,23 +495,31 @@ def KimiGpuRoutedExpertsKernels
     their own launches. Ops the kernels do not take are kept for
     `kimi-lower-to-linalg` with a remark that says why.
 
-    Above `max-tokens` (a prefill step), an op with MXFP4 experts is
-    lowered here, to the token-sorted form `kimi-lower-to-linalg` gives
+    Above `max-tokens` (a prefill step), an op with MXFP4 or bf16 experts
+    is lowered here, to the token-sorted form `kimi-lower-to-linalg` gives
     such steps (ranks and counts as linalg, one host read of the largest
-    count), except that its three products, [E, cap, K] rows times each
-    expert's table, run as a generated tensor-core kernel
-    (`ExpertProductKernel.h`) instead of contractions that decode every
-    weight once per row. A block of four warps takes 64 rows and 64 columns
-    of one expert; per 32-deep step (one scale block) it decodes the
-    table's codes with their scale into a bf16 tile in shared memory (exact:
-    an MXFP4 value has two significant bits) and stages the rows, then runs
-    `mma.sync m16n8k16` with f32 accumulation. With `bf16-products` f32
-    rows are rounded to bf16; without, each is split into three bf16 terms
-    (all 24 bits of its significand) and every product runs once per term,
-    so the result is as exact as f32 arithmetic. bf16 rows (bf16
+    count), except that its products, [E, cap, K] rows times each expert's
+    table, run as generated tensor-core kernels (`ExpertProductKernel.h`)
+    that skip the rows past each expert's count: one launch for gate and up
+    together that stores only their GLU (SiTU or SiLU, applied to the f32
+    accumulators), and one for down. A block of four warps takes 64 rows
+    and 64 columns of one expert; per 32-deep step (one scale block) it
+    stages each table's slice as a bf16 tile in shared memory (MXFP4 codes
+    decoded with their scale, exactly: an MXFP4 value has two significant
+    bits) and the rows, then runs `mma.sync m16n8k16` with f32
+    accumulation; the next step's global loads are issued before this
+    step's products. With `bf16-products` f32 rows are rounded to bf16 and
+    the GLU is stored as bf16 (what down would round it to); without, each
+    f32 row value is split into three bf16 terms (all 24 bits of its
+    significand) and every product runs once per term, so the result is as
+    exact as f32 arithmetic, and the GLU stays f32. bf16 rows (bf16
     activations: gate and up read the gathered tokens at their type) are
-    one term either way. Blocks past an expert's count
-    return at once. Dense experts keep the linalg form (cuBLASLt products).
+    one term either way. Blocks past an expert's count return at once.
+    The cuBLASLt products this replaces for bf16 experts ran over every
+    expert's `cap` rows (the largest count: about twice the rows the
+    experts hold in a k3-mini prefill chunk) and wrote gate and up as f32
+    for a SiTU kernel of their own. f32 experts keep the linalg form
+    (cuBLASLt products).
   }];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "63",
@@ -519,8 +527,9 @@ def KimiGpuRoutedExpertsKernels
            "decode kernels; more as the sorted products (the model target "
            "passes sorted-experts-min-tokens - 1)">,
     Option<"bf16Products", "bf16-products", "bool", "true",
-           "The MXFP4 sorted products round their f32 rows to bf16 (=false: "
-           "three bf16 terms, as exact as f32)">,
+           "The sorted products round their f32 rows to bf16 and store the "
+           "GLU as bf16 (=false: three bf16 terms, as exact as f32, and an "
+           "f32 GLU)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -578,12 +587,16 @@ def KimiGpuShortConvKernels : Pass<"kimi-gpu-short-conv-kernels", "::mlir::Modul
     with static channels and taps becomes one launch of a generated kernel
     (`gpu.module @kimi_short_conv`): over the extended sequence
     `xpad = state ++ x` (`[B, K - 1 + T, C]`, zeros without a state), one
-    thread per row and four channels (16-byte loads and stores when the
-    channels divide). Threads of rows `r < T` write
+    thread per tile of eight rows and four channels (vector loads and stores
+    when the channels divide). A thread loads its tile's rows, the `K - 1`
+    rows after them and its taps once, all loads issued together (rows past
+    the end are read clamped); for each row `r < T` of its tile it writes
     `out[b, r, c] = act(sum_j w[c, 0, j] * xpad[b, r + j, c])` (the taps
-    summed in order, in f32; `act` is SiLU when the op says so), and the
-    `K - 1` threads of rows `r >= T` write the final state
-    `final[b, r - T] = xpad[b, r]`. Nothing of size `xpad` is materialised.
+    summed in order, in f32; `act` is SiLU when the op says so), and for each
+    row `T <= r < T + K - 1` the final state `final[b, r - T] = xpad[b, r]`.
+    Nothing of size `xpad` is materialised, and the input and the taps cross
+    L2 about once (one thread per row read the taps and `K` rows each: an
+    8K prefill chunk's convolutions took 115 us instead of about 20).
 
     The linalg decomposition is a concatenation (two copies), a zero fill,
     the reduction, the SiLU and, after the layer, the final state's copy:

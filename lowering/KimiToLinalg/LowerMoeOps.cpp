@@ -253,7 +253,8 @@ SmallVector<Mxfp4Table, 3> mxfp4Tables(OpBuilder &b, Location loc,
 /// bound (cap <= T) and nothing is dropped.
 Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
                     Value wts, Value ids, bool isSitu, double beta,
-                    double linearBeta, SortedExpertProduct product) {
+                    double linearBeta, SortedExpertProduct product,
+                    SortedExpertGlu glu) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
   auto gateType = typeOf(op.getGateProj());
@@ -500,14 +501,18 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
          dimsMap(ctx, 4, {0, 1, 2})},
         batched, mulAdd);
   };
-  Value g = project(sortedRows, op.getGateProj(), 0, I);
-  Value u = project(sortedRows, op.getUpProj(), 1, I);
-  Value h = elementwise(b, loc, typeOf(g), {g, u},
-                        [&](OpBuilder &hb, Location hl, ValueRange a) {
-                          return isSitu ? situ(hb, hl, a[0], a[1], beta,
-                                               linearBeta)
-                                        : siluGlu(hb, hl, a[0], a[1]);
-                        });
+  Value h;
+  if (glu) {
+    h = glu(b, loc, sortedRows, cap, counts);
+  } else {
+    Value g = project(sortedRows, op.getGateProj(), 0, I);
+    Value u = project(sortedRows, op.getUpProj(), 1, I);
+    h = elementwise(b, loc, typeOf(g), {g, u},
+                    [&](OpBuilder &hb, Location hl, ValueRange a) {
+                      return isSitu ? situ(hb, hl, a[0], a[1], beta, linearBeta)
+                                    : siluGlu(hb, hl, a[0], a[1]);
+                    });
+  }
   Value y = project(h, op.getDownProj(), 2, W);
 
   // out[t, d] = sum_j w[t, j] y[ids[t, j], rank[t, j], d] over dispatched
@@ -897,7 +902,8 @@ void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns,
 }
 
 Value kimi::lowering::lowerSortedRoutedExperts(OpBuilder &b, RoutedExpertsOp op,
-                                               SortedExpertProduct product) {
+                                               SortedExpertProduct product,
+                                               SortedExpertGlu glu) {
   Location loc = op.getLoc();
   Value z = collapseLeading(b, loc, op.getX());
   Value wts = collapseLeading(b, loc, op.getWeights());
@@ -906,7 +912,7 @@ Value kimi::lowering::lowerSortedRoutedExperts(OpBuilder &b, RoutedExpertsOp op,
   double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
   double linearBeta = isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
   Value result =
-      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta, product);
+      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta, product, glu);
   Type outElement = op.getOut().getType().getElementType();
   if (outElement != b.getF32Type())
     result = elementwise(b, loc, typeOf(result).clone(outElement), result,

@@ -30,13 +30,22 @@ void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
 using SortedExpertProduct = llvm::function_ref<mlir::Value(
     mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, unsigned which,
     int64_t out, mlir::Value cap, mlir::Value counts)>;
+/// The gate and up products of the token-sorted routed experts and their
+/// GLU at once: `rows` as for SortedExpertProduct, the result
+/// act(gate, up) as [E, cap, I] (f32 or bf16) of which only each expert's
+/// first counts[e] rows are read.
+using SortedExpertGlu = llvm::function_ref<mlir::Value(
+    mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, mlir::Value cap,
+    mlir::Value counts)>;
 /// kimi.routed_experts over its tokens sorted by expert: the lowering
 /// kimi-lower-to-linalg takes for steps of at least its
 /// sorted-experts-min-tokens tokens, with each of the three products built
 /// by `product` (null: linalg contractions, decoding MXFP4 where they read
-/// it). Returns the op's replacement.
+/// it), and gate, up and the activation by `glu` when given (else the two
+/// products and an elementwise op). Returns the op's replacement.
 mlir::Value lowerSortedRoutedExperts(mlir::OpBuilder &b, RoutedExpertsOp op,
-                                     SortedExpertProduct product = nullptr);
+                                     SortedExpertProduct product = nullptr,
+                                     SortedExpertGlu glu = nullptr);
 /// Defines kimi::kHostReadFn (a load of its i32 buffer, which the GPU
 /// target turns into a device-to-host read) in `module` when something
 /// there calls it and it is not defined yet.

@@ -1,18 +1,21 @@
-//===- ExpertProductKernel.cpp - MXFP4 expert products on tensor cores ----===//
+//===- ExpertProductKernel.cpp - expert products on tensor cores ----------===//
 //
 // One block per (64 columns, 64 rows, expert); four warps of 32 x 32. Per
 // 32-deep step (one MXFP4 scale block) the block stages its rows' values,
-// split into `terms` bf16 tiles, and the table's codes decoded with their
-// scale into a bf16 tile (rows n, k contiguous), then each warp runs
-// mma.sync m16n8k16 over both 16-deep halves into f32 accumulators. Blocks
-// past an expert's count return at once: the launch covers the largest
-// expert, most experts hold fewer rows.
+// split into `terms` bf16 tiles, and each table's slice as a bf16 tile
+// (rows n, k contiguous; MXFP4 codes decoded with their scale), then each
+// warp runs mma.sync m16n8k16 over both 16-deep halves into f32
+// accumulators. The global loads of step s + 1 are issued before the
+// products of step s, so they are in flight while the tensor cores work.
+// Blocks past an expert's count return at once: the launch covers the
+// largest expert, most experts hold fewer rows.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lowering/ToGPU/ExpertProductKernel.h"
 #include "lowering/ToGPU/GemvKernel.h"
 #include "lowering/ToGPU/KernelEmitter.h"
+#include "lowering/KimiToLinalg/Patterns.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -29,16 +32,21 @@ constexpr int64_t kLd = kDepth + 8; // bf16 row stride: no bank conflicts
 } // namespace
 
 std::string ExpertProductSpec::key() const {
-  return "expert_product_e" + std::to_string(experts) + "_n" +
-         std::to_string(n) + "_k" + std::to_string(k) + "_t" +
-         std::to_string(terms) + (bf16Rows ? "_r16" : "");
+  std::string k = "expert_product_e" + std::to_string(experts) + "_n" +
+                  std::to_string(n) + "_k" + std::to_string(this->k) + "_t" +
+                  std::to_string(terms) + (bf16Rows ? "_r16" : "") +
+                  (bf16Tables ? "_w16" : "_mx") + (bf16Out ? "_o16" : "");
+  if (glu)
+    k += situ ? "_situ_" + std::to_string(beta) + "_" + std::to_string(linearBeta)
+              : "_silu";
+  return k;
 }
 
 std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
   if (s.experts <= 0 || s.n <= 0 || s.k <= 0)
     return "empty tables";
   if (s.k % kDepth != 0)
-    return "k = " + std::to_string(s.k) + " is not a multiple of 32 (MXFP4 blocks)";
+    return "k = " + std::to_string(s.k) + " is not a multiple of 32 (the kernel's depth, one MXFP4 block)";
   if (s.n % 8 != 0)
     return "n = " + std::to_string(s.n) + " is not a multiple of 8";
   if (s.terms != 1 && s.terms != 3)
@@ -56,19 +64,30 @@ struct ExpertProductEmitter {
 
   KernelEmitter e;
   const ExpertProductSpec &s;
-  Value rows, codes, scales, counts, out, cap;
-  SmallVector<Value, 3> aTiles;
-  Value bTile;
+  Value rows, counts, out, cap;
+  /// Per table: its bf16 values, or its MXFP4 codes and scales.
+  SmallVector<Value, 2> values, scales;
+
+  /// Per step, a thread's share of the rows: vectors of four values.
+  static constexpr int64_t kRowPieces =
+      kExpertProductTileM * kDepth / 4 / kExpertProductThreads;
+  /// And of each table: vectors of eight values (one word of codes).
+  static constexpr int64_t kTablePieces =
+      kExpertProductTileN * kDepth / 8 / kExpertProductThreads;
 
   void emit(mlir::gpu::GPUModuleOp module, StringRef name) {
     OpBuilder &b = e.b;
     Location loc = e.loc;
-    Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+    Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
+    const int tables = s.tables();
+    SmallVector<Value, 3> aTiles;
     for (int t = 0; t < s.terms; ++t)
       aTiles.push_back(e.sharedBuffer(module, (name + "_a" + Twine(t)).str(),
                                       kExpertProductTileM * kLd, bf16));
-    bTile = e.sharedBuffer(module, (name + "_b").str(),
-                           kExpertProductTileN * kLd, bf16);
+    SmallVector<Value, 2> bTiles;
+    for (int t = 0; t < tables; ++t)
+      bTiles.push_back(e.sharedBuffer(module, (name + "_b" + Twine(t)).str(),
+                                      kExpertProductTileN * kLd, bf16));
     Value tid = e.threadId(), lane = e.laneId();
     Value warp = e.divu(tid, e.idx(32));
     Value wm = e.divu(warp, e.idx(2)), wn = e.remu(warp, e.idx(2));
@@ -81,120 +100,170 @@ struct ExpertProductEmitter {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&live.getThenRegion().front());
 
-    const int64_t K = s.k, N = s.n;
+    const int64_t K = s.k, N = s.n, steps = K / kDepth;
     Value rowBase = e.mul(e.add(e.mul(ex, cap), m0), e.idx(K));
     Value tableRow0 = e.add(e.mul(ex, e.idx(N)), n0);
     auto vec = [&](int64_t n, Type t) { return VectorType::get({n}, t); };
-    Value zeros4 = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(vec(4, f32), b.getF32FloatAttr(0.0)));
-    Value zeros8 = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(vec(8, f32), b.getF32FloatAttr(0.0)));
+    auto zeros = [&](int64_t n, Type t) -> Value {
+      return arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(vec(n, t), b.getZeroAttr(t)));
+    };
+    Type rowType = s.bf16Rows ? bf16 : f32;
 
-    SmallVector<Value> init(2 * 4 * 4, e.f32(0.0));
-    auto loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(K / kDepth),
-                                   e.idx(1), init);
-    {
-      OpBuilder::InsertionGuard lg(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value kb = loop.getInductionVar();
+    // Where each piece comes from and goes, the same every step: rows past
+    // the count and table rows past N read row 0 and are zeroed.
+    // (`col`: a table piece's first k within the step.)
+    struct Piece { Value valid, from, to, col; };
+    SmallVector<Piece> rowPieces, tablePieces;
+    for (int64_t u = 0; u < kRowPieces; ++u) {
+      Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
+      Value r = e.divu(piece, e.idx(kDepth / 4));
+      Value c = e.mul(e.remu(piece, e.idx(kDepth / 4)), e.idx(4));
+      Value valid = e.ult(e.add(m0, r), limit);
+      Value from = e.select(valid, e.add(rowBase, e.add(e.mul(r, e.idx(K)), c)),
+                            e.idx(0));
+      rowPieces.push_back({valid, from, e.add(e.mul(r, e.idx(kLd)), c), c});
+    }
+    for (int64_t u = 0; u < kTablePieces; ++u) {
+      Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
+      Value r = e.divu(piece, e.idx(kDepth / 8));
+      Value part = e.remu(piece, e.idx(kDepth / 8));
+      Value valid = e.ult(e.add(n0, r), e.idx(N));
+      Value tableRow = e.select(valid, e.add(tableRow0, r), e.idx(0));
+      Value col = e.mul(part, e.idx(8));
+      tablePieces.push_back({valid, tableRow, e.add(e.mul(r, e.idx(kLd)), col), col});
+    }
+    // One step's global loads, all issued before any is used: per row
+    // piece a vector of four; per table piece a vector of eight bf16, or a
+    // word of eight codes and its scale.
+    auto loadStep = [&](Value kb) -> SmallVector<Value> {
       Value k0 = e.mul(kb, e.idx(kDepth));
-      // Loads first (rows: four f32 x 4 a thread; table: two 8-code words
-      // and their scales), so that they are in flight together.
-      struct RowPiece { Value v, at; };
-      SmallVector<RowPiece> rowPieces;
-      for (int64_t u = 0; u < kExpertProductTileM * kDepth / 4 / kExpertProductThreads;
-           ++u) {
-        Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
-        Value r = e.divu(piece, e.idx(kDepth / 4));
-        Value c = e.mul(e.remu(piece, e.idx(kDepth / 4)), e.idx(4));
-        Value valid = e.ult(e.add(m0, r), limit);
-        Value at = e.add(rowBase, e.add(e.mul(r, e.idx(K)), e.add(k0, c)));
-        Value v = vector::LoadOp::create(
-            b, loc, vec(4, s.bf16Rows ? bf16 : f32), rows,
-            ValueRange{e.select(valid, at, e.idx(0))}, false,
-            llvm::MaybeAlign(s.bf16Rows ? 8 : 16));
+      SmallVector<Value> loaded;
+      for (const Piece &p : rowPieces)
+        loaded.push_back(vector::LoadOp::create(
+            b, loc, vec(4, rowType), rows, ValueRange{e.add(p.from, k0)}, false,
+            llvm::MaybeAlign(s.bf16Rows ? 8 : 16)));
+      for (int t = 0; t < tables; ++t)
+        for (const Piece &p : tablePieces) {
+          Value inRow = p.col;
+          if (s.bf16Tables) {
+            loaded.push_back(vector::LoadOp::create(
+                b, loc, vec(8, bf16), values[t],
+                ValueRange{e.add(e.mul(p.from, e.idx(K)), e.add(k0, inRow))},
+                false, llvm::MaybeAlign(16)));
+            continue;
+          }
+          Value byteAt = e.add(e.mul(p.from, e.idx(K / 2)),
+                               e.divu(e.add(k0, inRow), e.idx(2)));
+          Value bytes = vector::LoadOp::create(b, loc, vec(4, b.getI8Type()),
+                                               values[t], ValueRange{byteAt},
+                                               false, llvm::MaybeAlign(4));
+          loaded.push_back(vector::ExtractOp::create(
+              b, loc, vector::BitCastOp::create(b, loc, vec(1, i32), bytes),
+              ArrayRef<int64_t>{0}));
+          loaded.push_back(arith::ExtUIOp::create(
+              b, loc, i32,
+              memref::LoadOp::create(
+                  b, loc, scales[t],
+                  ValueRange{e.add(e.mul(p.from, e.idx(K / kDepth)), kb)})));
+        }
+      return loaded;
+    };
+    // Writes one step's loads into the shared tiles.
+    auto stage = [&](ValueRange loaded) {
+      unsigned at = 0;
+      for (const Piece &p : rowPieces) {
+        Value v = loaded[at++];
         if (s.bf16Rows) // exact; the one term rounds nothing
           v = arith::ExtFOp::create(b, loc, vec(4, f32), v);
-        v = arith::SelectOp::create(b, loc, valid, v, zeros4);
-        rowPieces.push_back({v, e.add(e.mul(r, e.idx(kLd)), c)});
-      }
-      struct TablePiece { Value word, scale, valid, at; };
-      SmallVector<TablePiece> tablePieces;
-      for (int64_t u = 0; u < kExpertProductTileN * kDepth / 8 / kExpertProductThreads;
-           ++u) {
-        Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
-        Value r = e.divu(piece, e.idx(kDepth / 8));
-        Value part = e.remu(piece, e.idx(kDepth / 8));
-        Value valid = e.ult(e.add(n0, r), e.idx(N));
-        Value tableRow = e.select(valid, e.add(tableRow0, r), e.idx(0));
-        Value byteAt = e.add(e.mul(tableRow, e.idx(K / 2)),
-                             e.add(e.divu(k0, e.idx(2)), e.mul(part, e.idx(4))));
-        Value bytes = vector::LoadOp::create(b, loc, vec(4, b.getI8Type()), codes,
-                                             ValueRange{byteAt}, false,
-                                             llvm::MaybeAlign(4));
-        Value word = vector::ExtractOp::create(
-            b, loc, vector::BitCastOp::create(b, loc, vec(1, b.getI32Type()), bytes),
-            ArrayRef<int64_t>{0});
-        Value scale = arith::ExtUIOp::create(
-            b, loc, b.getI32Type(),
-            memref::LoadOp::create(
-                b, loc, scales,
-                ValueRange{e.add(e.mul(tableRow, e.idx(K / kDepth)), kb)}));
-        tablePieces.push_back({word, scale, valid,
-                               e.add(e.mul(r, e.idx(kLd)), e.mul(part, e.idx(8)))});
-      }
-      // The previous step's fragments are read.
-      e.barrier();
-      for (const RowPiece &p : rowPieces) {
-        Value rest = p.v;
+        Value rest = arith::SelectOp::create(b, loc, p.valid, v, zeros(4, f32));
         for (int t = 0; t < s.terms; ++t) {
           Value term = arith::TruncFOp::create(b, loc, vec(4, bf16), rest);
-          vector::StoreOp::create(b, loc, term, aTiles[t], ValueRange{p.at},
+          vector::StoreOp::create(b, loc, term, aTiles[t], ValueRange{p.to},
                                   false, llvm::MaybeAlign(8));
           if (t + 1 < s.terms)
             rest = arith::SubFOp::create(
                 b, loc, rest, arith::ExtFOp::create(b, loc, vec(4, f32), term));
         }
       }
-      for (const TablePiece &p : tablePieces) {
-        Value values = decodeMxfp4Word(e, p.word, p.scale);
-        values = arith::SelectOp::create(b, loc, p.valid, values, zeros8);
-        // Exact: an MXFP4 value has two significant bits.
-        Value w = arith::TruncFOp::create(b, loc, vec(8, bf16), values);
-        vector::StoreOp::create(b, loc, w, bTile, ValueRange{p.at}, false,
-                                llvm::MaybeAlign(16));
-      }
+      for (int t = 0; t < tables; ++t)
+        for (const Piece &p : tablePieces) {
+          Value w;
+          if (s.bf16Tables) {
+            w = arith::SelectOp::create(b, loc, p.valid, loaded[at++],
+                                        zeros(8, bf16));
+          } else {
+            Value word = loaded[at++], scale = loaded[at++];
+            Value decoded = arith::SelectOp::create(
+                b, loc, p.valid, decodeMxfp4Word(e, word, scale), zeros(8, f32));
+            // Exact: an MXFP4 value has two significant bits.
+            w = arith::TruncFOp::create(b, loc, vec(8, bf16), decoded);
+          }
+          vector::StoreOp::create(b, loc, w, bTiles[t], ValueRange{p.to}, false,
+                                  llvm::MaybeAlign(16));
+        }
+    };
+
+    // Accumulators: per table 8 m16n8 tiles of a warp's 32 x 32.
+    const int64_t accPerTable = 8 * 4;
+    SmallVector<Value> init(tables * accPerTable, e.f32(0.0));
+    SmallVector<Value> first = loadStep(e.idx(0));
+    init.append(first.begin(), first.end());
+    auto loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(steps), e.idx(1), init);
+    {
+      OpBuilder::InsertionGuard lg(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value kb = loop.getInductionVar();
+      ValueRange it = loop.getRegionIterArgs();
+      // The previous step's fragments are read.
       e.barrier();
+      stage(it.drop_front(tables * accPerTable));
+      e.barrier();
+      // The next step's loads (the last step reloads itself: in bounds,
+      // unused) fly while this step's products run.
+      SmallVector<Value> next =
+          loadStep(e.minu(e.add(kb, e.idx(1)), e.idx(steps - 1)));
 
       SmallVector<Acc> acc;
-      ValueRange it = loop.getRegionIterArgs();
-      for (int64_t i = 0; i < 8; ++i)
+      for (int64_t i = 0; i < tables * 8; ++i)
         acc.push_back({it[4 * i], it[4 * i + 1], it[4 * i + 2], it[4 * i + 3]});
       for (int64_t ks = 0; ks < kDepth; ks += 16) {
-        std::array<FragB, 4> bf;
-        for (int64_t j = 0; j < 2; ++j) {
-          auto two = e.fragBRows(bTile, e.add(e.mul(wn, e.idx(32)), e.idx(16 * j)),
-                                 kLd, e.idx(ks));
-          bf[2 * j] = two[0];
-          bf[2 * j + 1] = two[1];
-        }
+        SmallVector<std::array<FragB, 4>, 2> bf(tables);
+        for (int t = 0; t < tables; ++t)
+          for (int64_t j = 0; j < 2; ++j) {
+            auto two = e.fragBRows(bTiles[t],
+                                   e.add(e.mul(wn, e.idx(32)), e.idx(16 * j)),
+                                   kLd, e.idx(ks));
+            bf[t][2 * j] = two[0];
+            bf[t][2 * j + 1] = two[1];
+          }
         // The smallest term first: it is added to the smallest sums.
-        for (int t = s.terms - 1; t >= 0; --t)
+        for (int term = s.terms - 1; term >= 0; --term)
           for (int64_t i = 0; i < 2; ++i) {
-            FragA a = e.fragA(aTiles[t], e.add(e.mul(wm, e.idx(32)), e.idx(16 * i)),
-                              kLd, e.idx(ks));
-            for (int64_t nt = 0; nt < 4; ++nt)
-              acc[4 * i + nt] = e.mma(a, bf[nt], acc[4 * i + nt]);
+            FragA a = e.fragA(aTiles[term],
+                              e.add(e.mul(wm, e.idx(32)), e.idx(16 * i)), kLd,
+                              e.idx(ks));
+            for (int t = 0; t < tables; ++t)
+              for (int64_t nt = 0; nt < 4; ++nt) {
+                Acc &c = acc[t * 8 + 4 * i + nt];
+                c = e.mma(a, bf[t][nt], c);
+              }
           }
       }
-      SmallVector<Value> next;
+      SmallVector<Value> yielded;
       for (const Acc &a : acc)
-        next.append(a.begin(), a.end());
-      scf::YieldOp::create(b, loc, next);
+        yielded.append(a.begin(), a.end());
+      yielded.append(next.begin(), next.end());
+      scf::YieldOp::create(b, loc, yielded);
     }
 
-    // Epilogue: two adjacent columns a register pair, rows within the count.
+    // Epilogue: two adjacent columns a register pair, rows within the
+    // count; the GLU of gate and up where there are two tables.
+    Type outType = s.bf16Out ? bf16 : f32;
     Value outBase = e.mul(e.add(e.mul(ex, cap), m0), e.idx(N));
+    auto result = [&](int t, int64_t tile, int64_t half, int64_t l) {
+      return loop.getResult(t * accPerTable + 4 * tile + 2 * half + l);
+    };
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t half = 0; half < 2; ++half) {
         Value r = e.add(e.mul(wm, e.idx(32)), e.add(e.idx(16 * i + 8 * half), g));
@@ -205,13 +274,20 @@ struct ExpertProductEmitter {
           Value col = e.add(e.mul(wn, e.idx(32)), e.idx(8 * nt));
           Value n = e.add(n0, e.add(col, e.mul(tq, e.idx(2))));
           Value at = e.add(outBase, e.add(e.mul(r, e.idx(N)), n));
-          Value pair = vector::FromElementsOp::create(
-              b, loc, vec(2, f32),
-              ValueRange{loop.getResult(4 * (4 * i + nt) + 2 * half),
-                         loop.getResult(4 * (4 * i + nt) + 2 * half + 1)});
+          SmallVector<Value, 2> pair;
+          for (int64_t l = 0; l < 2; ++l) {
+            Value v = result(0, 4 * i + nt, half, l);
+            if (s.glu) {
+              Value u = result(1, 4 * i + nt, half, l);
+              v = s.situ ? lowering::situ(b, loc, v, u, s.beta, s.linearBeta)
+                         : lowering::siluGlu(b, loc, v, u);
+            }
+            pair.push_back(s.bf16Out ? e.fromF32(v, bf16) : v);
+          }
+          Value packed = vector::FromElementsOp::create(b, loc, vec(2, outType), pair);
           auto store = [&] {
-            vector::StoreOp::create(b, loc, pair, out, ValueRange{at}, false,
-                                    llvm::MaybeAlign(8));
+            vector::StoreOp::create(b, loc, packed, out, ValueRange{at}, false,
+                                    llvm::MaybeAlign(s.bf16Out ? 4 : 8));
           };
           if (N % kExpertProductTileN == 0) {
             store();
@@ -235,21 +311,30 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
                                              const ExpertProductSpec &s) {
   OpBuilder::InsertionGuard guard(b);
   auto dyn = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
-  Type f32 = b.getF32Type(), i8 = b.getI8Type();
-  SmallVector<Type> args = {dyn(s.bf16Rows ? b.getBF16Type() : f32), dyn(i8),
-                            dyn(i8), dyn(b.getI32Type()),
-                            dyn(f32), b.getIndexType()};
+  Type f32 = b.getF32Type(), i8 = b.getI8Type(), bf16 = b.getBF16Type();
+  SmallVector<Type> args = {dyn(s.bf16Rows ? bf16 : f32)};
+  for (int t = 0; t < s.tables(); ++t) {
+    if (s.bf16Tables) {
+      args.push_back(dyn(bf16));
+    } else {
+      args.append({dyn(i8), dyn(i8)});
+    }
+  }
+  args.append({dyn(b.getI32Type()), dyn(s.bf16Out ? bf16 : f32), b.getIndexType()});
   auto fn = createKernel(b, loc, module, name, args,
                          {int32_t(kExpertProductThreads), 1, 1});
   b.setInsertionPoint(fn.getBody().front().getTerminator());
   ExpertProductEmitter m(b, loc, s);
   Block &body = fn.getBody().front();
-  m.rows = body.getArgument(0);
-  m.codes = body.getArgument(1);
-  m.scales = body.getArgument(2);
-  m.counts = body.getArgument(3);
-  m.out = body.getArgument(4);
-  m.cap = body.getArgument(5);
+  unsigned a = 0;
+  m.rows = body.getArgument(a++);
+  for (int t = 0; t < s.tables(); ++t) {
+    m.values.push_back(body.getArgument(a++));
+    m.scales.push_back(s.bf16Tables ? Value() : body.getArgument(a++));
+  }
+  m.counts = body.getArgument(a++);
+  m.out = body.getArgument(a++);
+  m.cap = body.getArgument(a++);
   m.emit(module, name);
   return fn;
 }

@@ -31,7 +31,18 @@ struct ExpertProductSpec {
   int terms = 1;
   /// The rows are bf16 (bf16 activations): read at 2 bytes, one term.
   bool bf16Rows = false;
+  /// The tables are bf16 values [E, N, K] (the dense release type), else
+  /// MXFP4: codes [E, N, K/2] and E8M0 scales [E, N, K/32].
+  bool bf16Tables = false;
+  /// Gate and up at once: two tables, and the result is the GLU
+  /// act(gate, up) (SiTU with beta and linearBeta, else SiLU), so neither
+  /// product is stored.
+  bool glu = false, situ = false;
+  double beta = 0, linearBeta = 0;
+  /// The results are stored as bf16 (else f32).
+  bool bf16Out = false;
 
+  int tables() const { return glu ? 2 : 1; }
   std::string key() const;
 };
 
@@ -42,10 +53,11 @@ inline constexpr int64_t kExpertProductThreads = 128;
 /// Rows (of an expert's block) and columns of one thread block's tile.
 inline constexpr int64_t kExpertProductTileM = 64, kExpertProductTileN = 64;
 
-/// `gpu.func @name(rows [E cap K] f32 or bf16, codes [E N K/2] i8, scales
-/// [E N K/32] i8, counts [E] i32, out [E cap N] f32, cap index)`, grid
-/// (ceil(N / 64), ceil(cap / 64), E), 128 threads: out[e, m, :] for the
-/// first counts[e] rows of each expert (the others are not written).
+/// `gpu.func @name(rows [E cap K] f32 or bf16, per table: its values (bf16
+/// [E N K]) or its codes [E N K/2] i8 and scales [E N K/32] i8; counts [E]
+/// i32, out [E cap N] f32 or bf16, cap index)`, grid (ceil(N / 64),
+/// ceil(cap / 64), E), 128 threads: out[e, m, :] for the first counts[e]
+/// rows of each expert (the others are not written).
 mlir::gpu::GPUFuncOp emitExpertProductKernel(mlir::OpBuilder &b,
                                              mlir::Location loc,
                                              mlir::gpu::GPUModuleOp module,

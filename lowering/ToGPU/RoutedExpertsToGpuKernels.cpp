@@ -38,7 +38,7 @@ struct KimiGpuRoutedExpertsKernels
     kimi::gpu::GeneratedKernels kernels(module, "kimi_routed_experts");
     for (RoutedExpertsOp op : ops) {
       int64_t tokens = lowering::sortedTokens(op);
-      if (tokens > maxTokens && !op.getScales().empty())
+      if (tokens > maxTokens && sortedTablesFit(op))
         rewriteSorted(kernels, op);
       else
         rewrite(kernels, op);
@@ -46,78 +46,116 @@ struct KimiGpuRoutedExpertsKernels
     lowering::defineHostRead(module);
   }
 
-  /// A prefill step's MXFP4 experts: the token-sorted lowering with its
-  /// three products as the tensor-core kernel.
+  /// Whether the sorted products' kernel reads the op's tables: MXFP4, or
+  /// bf16 (f32 tables keep the linalg form's cuBLASLt products).
+  static bool sortedTablesFit(RoutedExpertsOp op) {
+    return !op.getScales().empty() ||
+           cast<RankedTensorType>(op.getGateProj().getType())
+               .getElementType()
+               .isBF16();
+  }
+
+  /// A prefill step's MXFP4 or bf16 experts: the token-sorted lowering with
+  /// gate, up and their GLU as one tensor-core kernel and down as another.
   void rewriteSorted(kimi::gpu::GeneratedKernels &kernels, RoutedExpertsOp op) {
     Value tables[] = {op.getGateProj(), op.getUpProj(), op.getDownProj()};
-    kimi::gpu::ExpertProductSpec specs[3];
-    for (unsigned which = 0; which < 3; ++which) {
+    const bool mxfp4 = !op.getScales().empty();
+    const bool bf16Tokens =
+        cast<RankedTensorType>(op.getX().getType()).getElementType().isBF16();
+    auto tableSpec = [&](unsigned which) {
       auto type = cast<RankedTensorType>(tables[which].getType());
-      specs[which].experts = type.getDimSize(0);
-      specs[which].n = type.getDimSize(1);
-      specs[which].k = type.getDimSize(2);
-      // The gathered rows are at the tokens' type (gate and up) or f32
-      // (down reads the SiTU products); bf16 rows are one term as they are.
-      specs[which].bf16Rows =
-          which < 2 && cast<RankedTensorType>(op.getX().getType())
-                           .getElementType()
-                           .isBF16();
-      specs[which].terms = bf16Products || specs[which].bf16Rows ? 1 : 3;
-      std::string why = kimi::gpu::verifyExpertProductSpec(specs[which]);
+      kimi::gpu::ExpertProductSpec s;
+      s.experts = type.getDimSize(0);
+      s.n = type.getDimSize(1);
+      s.k = type.getDimSize(2);
+      s.bf16Tables = !mxfp4;
+      return s;
+    };
+    // Gate and up read the gathered tokens at their type; their GLU is
+    // stored as bf16 when the down product rounds its rows to bf16 anyway
+    // (bf16 products), else as f32 and split into three terms there.
+    kimi::gpu::ExpertProductSpec gluSpec = tableSpec(0);
+    gluSpec.bf16Rows = bf16Tokens;
+    gluSpec.terms = bf16Products || bf16Tokens ? 1 : 3;
+    gluSpec.glu = true;
+    gluSpec.situ = op.getActivation() == GluActivation::situ;
+    if (gluSpec.situ) {
+      gluSpec.beta = op.getBetaAttr().getValueAsDouble();
+      gluSpec.linearBeta = op.getLinearBetaAttr().getValueAsDouble();
+    }
+    gluSpec.bf16Out = bf16Products;
+    kimi::gpu::ExpertProductSpec downSpec = tableSpec(2);
+    downSpec.bf16Rows = gluSpec.bf16Out;
+    downSpec.terms = bf16Products ? 1 : 3;
+    for (const kimi::gpu::ExpertProductSpec *s : {&gluSpec, &downSpec}) {
+      std::string why = kimi::gpu::verifyExpertProductSpec(*s);
+      if (tableSpec(1).n != gluSpec.n || tableSpec(1).k != gluSpec.k)
+        why = "gate and up tables differ in shape";
       if (!why.empty()) {
-        op.emitRemark() << "kept for kimi-lower-to-linalg (no MXFP4 expert "
-                           "product kernel): "
+        op.emitRemark() << "kept for kimi-lower-to-linalg (no expert product "
+                           "kernel): "
                         << why;
         return;
       }
     }
-    const mlir::gpu::KernelDim3 threads = [&] {
-      OpBuilder b(op);
-      auto c = [&](int64_t v) {
-        return arith::ConstantIndexOp::create(b, op.getLoc(), v);
-      };
-      return mlir::gpu::KernelDim3{c(kimi::gpu::kExpertProductThreads), c(1),
-                                   c(1)};
-    }();
-    auto product = [&](OpBuilder &b, Location loc, Value rows, unsigned which,
-                       int64_t out, Value cap, Value counts) -> Value {
-      const kimi::gpu::ExpertProductSpec &s = specs[which];
-      std::string name =
-          "expert_product_" + std::to_string(kernels.size());
+    // One launch of `s`'s kernel over rows -> [E, cap, s.n].
+    auto launch = [&](OpBuilder &b, Location loc,
+                      const kimi::gpu::ExpertProductSpec &s, Value rows,
+                      ArrayRef<unsigned> which, Value cap, Value counts) -> Value {
+      std::string name = "expert_product_" + std::to_string(kernels.size());
       auto kernel = kernels.get(s.key(), [&](OpBuilder &mb,
                                              mlir::gpu::GPUModuleOp m) {
         return kimi::gpu::emitExpertProductKernel(mb, loc, m, name, s);
       });
       auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-      lowering::Mxfp4Table t =
-          lowering::packedTable(b, loc, tables[which], op.getScales()[which]);
       auto input = [&](Value tensor) {
         return kimi::gpu::asDynamicBuffer(
             b, loc, kimi::gpu::flatInputBuffer(b, loc, tensor));
       };
+      SmallVector<Value> args = {input(rows)};
+      for (unsigned w : which) {
+        if (!mxfp4) {
+          args.push_back(input(tables[w]));
+          continue;
+        }
+        lowering::Mxfp4Table t =
+            lowering::packedTable(b, loc, tables[w], op.getScales()[w]);
+        args.append({input(t.packed), input(t.scales)});
+      }
+      Type outType = s.bf16Out ? b.getBF16Type() : b.getF32Type();
       SmallVector<OpFoldResult> sizes = {b.getIndexAttr(s.experts), cap,
-                                         b.getIndexAttr(out)};
-      Value result = kimi::gpu::allocFlatBuffer(b, loc, sizes, b.getF32Type());
+                                         b.getIndexAttr(s.n)};
+      Value result = kimi::gpu::allocFlatBuffer(b, loc, sizes, outType);
+      args.append({input(counts), kimi::gpu::asDynamicBuffer(b, loc, result), cap});
       Value rowTiles = arith::DivUIOp::create(
           b, loc, arith::AddIOp::create(b, loc, cap, c(kimi::gpu::kExpertProductTileM - 1)),
           c(kimi::gpu::kExpertProductTileM));
       mlir::gpu::KernelDim3 grid{
-          c((out + kimi::gpu::kExpertProductTileN - 1) /
+          c((s.n + kimi::gpu::kExpertProductTileN - 1) /
             kimi::gpu::kExpertProductTileN),
           rowTiles, c(s.experts)};
       mlir::gpu::LaunchFuncOp::create(
-          b, loc, kernel, grid, threads, Value(),
-          ValueRange{input(rows), input(t.packed), input(t.scales),
-                     input(counts), kimi::gpu::asDynamicBuffer(b, loc, result),
-                     cap});
+          b, loc, kernel, grid,
+          mlir::gpu::KernelDim3{c(kimi::gpu::kExpertProductThreads), c(1), c(1)},
+          Value(), args);
       return kimi::gpu::tensorOfFlatBuffer(
           b, loc, result,
-          RankedTensorType::get({s.experts, ShapedType::kDynamic, out},
-                                b.getF32Type()),
+          RankedTensorType::get({s.experts, ShapedType::kDynamic, s.n}, outType),
           sizes);
     };
+    auto product = [&](OpBuilder &b, Location loc, Value rows, unsigned which,
+                       int64_t out, Value cap, Value counts) -> Value {
+      // Only down is asked for: the GLU callback takes gate and up.
+      assert(which == 2 && out == downSpec.n && "gate and up run as the GLU");
+      (void)out;
+      return launch(b, loc, downSpec, rows, {which}, cap, counts);
+    };
+    auto glu = [&](OpBuilder &b, Location loc, Value rows, Value cap,
+                   Value counts) -> Value {
+      return launch(b, loc, gluSpec, rows, {0u, 1u}, cap, counts);
+    };
     OpBuilder b(op);
-    Value replacement = lowering::lowerSortedRoutedExperts(b, op, product);
+    Value replacement = lowering::lowerSortedRoutedExperts(b, op, product, glu);
     op.getOut().replaceAllUsesWith(replacement);
     op.erase();
   }

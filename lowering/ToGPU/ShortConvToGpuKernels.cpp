@@ -3,10 +3,12 @@
 // kimi-gpu-short-conv-kernels: see lowering/Passes.td.
 //
 // The kernel works on the extended sequence xpad = state ++ x, [B, K-1+T, C]
-// (zeros for a missing state), one thread per (b, r, four channels) of its
-// rows r < T + K - 1. Threads with r < T write
-// out[b, r] = act(sum_j w[c, j] xpad[b, r + j]); the K - 1 threads with
-// r >= T write the final state, final[b, r - T] = xpad[b, r].
+// (zeros for a missing state), one thread per (b, tile of kRows rows, four
+// channels) of its rows r < T + K - 1. The thread loads its tile's rows and
+// the K - 1 after them at once, and the taps once; for each of its rows
+// r < T it writes out[b, r] = act(sum_j w[c, j] xpad[b, r + j]), and for
+// each of its rows T <= r < T + K - 1 the final state,
+// final[b, r - T] = xpad[b, r].
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +35,11 @@ using namespace kimi;
 namespace {
 
 constexpr int64_t kThreads = 256;
+/// Rows of the extended sequence a thread owns: its weights and the K - 1
+/// rows its window shares with the next tile are read once per kRows
+/// outputs (one thread per row read the weights and K rows each, several
+/// times the tensor's bytes through L2).
+constexpr int64_t kRows = 8;
 /// Convolutions of one launch at most (a KDA layer has three).
 constexpr size_t kMaxMembers = 4;
 
@@ -70,21 +77,24 @@ std::string kernelKey(const ShortConvSpec &spec, ArrayRef<FusedNorm> norms) {
 }
 
 /// One thread's work on one convolution (the kernel's body for the member
-/// whose buffers these are).
+/// whose buffers these are): kRows consecutive outputs of four channels.
 void emitConvolution(kimi::gpu::KernelEmitter &e, OpBuilder &b, Location loc,
                      const ShortConvSpec &s, FusedNorm norm, Value x, Value w,
                      Value state, Value out, Value finalState, Value B, Value T) {
   const int64_t C = s.channels, K = s.taps, vw = s.width(), CV = C / vw;
   OpBuilder::InsertionGuard guard(b);
   Value rows = e.add(T, e.idx(K - 1)); // of the extended sequence
-  Value total = e.mul(e.mul(B, rows), e.idx(CV));
+  Value tiles = e.divu(e.add(rows, e.idx(kRows - 1)), e.idx(kRows));
+  Value total = e.mul(e.mul(B, tiles), e.idx(CV));
   Value i = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kThreads)),
                   e.threadId());
   auto inRange = scf::IfOp::create(b, loc, e.ult(i, total), false);
   b.setInsertionPointToStart(&inRange.getThenRegion().front());
   Value c0 = e.mul(e.remu(i, e.idx(CV)), e.idx(vw));
   Value rest = e.divu(i, e.idx(CV));
-  Value r = e.remu(rest, rows), bi = e.divu(rest, rows);
+  Value r0 = e.mul(e.remu(rest, tiles), e.idx(kRows));
+  Value bi = e.divu(rest, tiles);
+  Value lastRow = e.sub(rows, e.idx(1));
   auto vecType = [&](Type t) { return VectorType::get({vw}, t); };
   auto loadVec = [&](Value buf, Value at) -> SmallVector<Value> {
     Type t = cast<MemRefType>(buf.getType()).getElementType();
@@ -96,13 +106,23 @@ void emitConvolution(kimi::gpu::KernelEmitter &e, OpBuilder &b, Location loc,
       out.push_back(e.toF32(vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{l})));
     return out;
   };
+  auto xRow = [&](Value px) {
+    return loadVec(x, e.add(e.mul(e.add(e.mul(bi, T), px), e.idx(C)), c0));
+  };
   // Row p of the extended sequence: state rows first (zeros without a
-  // state), then x. Both candidates are read at clamped rows and one kept.
-  auto xpad = [&](Value p) -> SmallVector<Value> {
+  // state), then x. Rows past the end are read clamped (their values are
+  // not used), so every load is unconditional and they all issue at once.
+  // Only a tile's first K - 1 rows can come from the state (r0 + j >= K - 1
+  // for the others, unless T = 0 clamps them).
+  SmallVector<SmallVector<Value>> v;
+  for (int64_t j = 0; j < kRows + K - 1; ++j) {
+    Value p = e.minu(e.add(r0, e.idx(j)), lastRow);
     Value fromX = e.ule(e.idx(K - 1), p);
-    Value px = e.select(fromX, e.sub(p, e.idx(K - 1)), e.idx(0));
-    SmallVector<Value> xv =
-        loadVec(x, e.add(e.mul(e.add(e.mul(bi, T), px), e.idx(C)), c0));
+    if (j >= K - 1) {
+      v.push_back(xRow(e.select(fromX, e.sub(p, e.idx(K - 1)), e.idx(0))));
+      continue;
+    }
+    SmallVector<Value> xv = xRow(e.select(fromX, e.sub(p, e.idx(K - 1)), e.idx(0)));
     SmallVector<Value> sv(vw, e.f32(0.0));
     if (s.hasState) {
       Value ps = e.minu(p, e.idx(K - 2));
@@ -110,11 +130,16 @@ void emitConvolution(kimi::gpu::KernelEmitter &e, OpBuilder &b, Location loc,
                                       e.idx(C)),
                                 c0));
     }
-    SmallVector<Value> v;
+    SmallVector<Value> row;
     for (int64_t l = 0; l < vw; ++l)
-      v.push_back(e.select(fromX, xv[l], sv[l]));
-    return v;
-  };
+      row.push_back(e.select(fromX, xv[l], sv[l]));
+    v.push_back(row);
+  }
+  SmallVector<SmallVector<Value>> wv(vw);
+  for (int64_t l = 0; l < vw; ++l)
+    for (int64_t j = 0; j < K; ++j)
+      wv[l].push_back(e.toF32(
+          e.load(w, e.add(e.mul(e.add(c0, e.idx(l)), e.idx(K)), e.idx(j)))));
   auto storeVec = [&](ArrayRef<Value> vals, Value buf, Value at) {
     Type t = cast<MemRefType>(buf.getType()).getElementType();
     SmallVector<Value> conv;
@@ -124,47 +149,49 @@ void emitConvolution(kimi::gpu::KernelEmitter &e, OpBuilder &b, Location loc,
     vector::StoreOp::create(b, loc, vec, buf, ValueRange{at}, false,
                             llvm::MaybeAlign(vw * t.getIntOrFloatBitWidth() / 8));
   };
-  auto isOutput = scf::IfOp::create(b, loc, e.ult(r, T), true);
-  {
+  for (int64_t o = 0; o < kRows; ++o) {
+    Value r = e.add(r0, e.idx(o));
     // out[b, r] = act(sum_j w[c, j] xpad[r + j]), the taps in order (as
     // the linalg decomposition sums them).
+    auto isOutput = scf::IfOp::create(b, loc, e.ult(r, T), false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&isOutput.getThenRegion().front());
+      SmallVector<Value> acc(vw, e.f32(0.0));
+      for (int64_t j = 0; j < K; ++j)
+        for (int64_t l = 0; l < vw; ++l)
+          acc[l] = e.fadd(acc[l], e.fmul(v[o + j][l], wv[l][j]));
+      if (s.silu)
+        for (Value &y : acc)
+          y = e.fmul(y, e.fdiv(e.f32(1.0),
+                               e.fadd(e.f32(1.0), e.exp(e.fneg(y)))));
+      if (norm.width) {
+        // The fused L2 norm: the warp's 32 threads hold one group (all
+        // take this branch: a warp is one tile of one sequence), and the
+        // values are rounded to x's type first, as the unfused norm reads
+        // them. Sums as the norm kernel takes them: in the thread, then
+        // the butterfly.
+        Value ss = e.f32(0.0);
+        for (Value &y : acc) {
+          y = e.toF32(e.fromF32(y, s.act));
+          ss = e.fadd(ss, e.fmul(y, y));
+        }
+        for (int32_t off = 16; off >= 1; off /= 2)
+          ss = e.fadd(ss, e.shuffleXor(ss, off));
+        Value rs = math::RsqrtOp::create(b, loc, e.fadd(ss, e.f32(norm.eps)));
+        for (Value &y : acc)
+          y = e.fmul(y, rs);
+      }
+      storeVec(acc, out, e.add(e.mul(e.add(e.mul(bi, T), r), e.idx(C)), c0));
+    }
+    // final[b, q] = xpad[T + q] for q < K - 1, written by the tile whose
+    // rows hold T + q.
+    Value isFinal = e.andI(e.ule(T, r), e.ult(r, rows));
+    auto writesFinal = scf::IfOp::create(b, loc, isFinal, false);
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&isOutput.getThenRegion().front());
-    SmallVector<Value> acc(vw, e.f32(0.0));
-    for (int64_t j = 0; j < K; ++j) {
-      SmallVector<Value> v = xpad(e.add(r, e.idx(j)));
-      for (int64_t l = 0; l < vw; ++l) {
-        Value wj = e.toF32(e.load(w, e.add(e.mul(e.add(c0, e.idx(l)), e.idx(K)),
-                                           e.idx(j))));
-        acc[l] = e.fadd(acc[l], e.fmul(v[l], wj));
-      }
-    }
-    if (s.silu)
-      for (Value &y : acc)
-        y = e.fmul(y, e.fdiv(e.f32(1.0),
-                             e.fadd(e.f32(1.0), e.exp(e.fneg(y)))));
-    if (norm.width) {
-      // The fused L2 norm: the warp's 32 threads hold one group (all take
-      // this branch: a warp is one row), and the values are rounded to x's
-      // type first, as the unfused norm reads them. Sums as the norm
-      // kernel takes them: in the thread, then the butterfly.
-      Value ss = e.f32(0.0);
-      for (Value &y : acc) {
-        y = e.toF32(e.fromF32(y, s.act));
-        ss = e.fadd(ss, e.fmul(y, y));
-      }
-      for (int32_t off = 16; off >= 1; off /= 2)
-        ss = e.fadd(ss, e.shuffleXor(ss, off));
-      Value rs = math::RsqrtOp::create(b, loc, e.fadd(ss, e.f32(norm.eps)));
-      for (Value &y : acc)
-        y = e.fmul(y, rs);
-    }
-    storeVec(acc, out, e.add(e.mul(e.add(e.mul(bi, T), r), e.idx(C)), c0));
-    // final[b, q] = xpad[T + q] for q < K - 1: the threads r = T + q.
-    b.setInsertionPointToStart(&isOutput.getElseRegion().front());
-    Value q = e.sub(r, T);
-    storeVec(xpad(r), finalState,
-             e.add(e.mul(e.add(e.mul(bi, e.idx(K - 1)), q), e.idx(C)), c0));
+    b.setInsertionPointToStart(&writesFinal.getThenRegion().front());
+    storeVec(v[o], finalState,
+             e.add(e.mul(e.add(e.mul(bi, e.idx(K - 1)), e.sub(r, T)), e.idx(C)), c0));
   }
 }
 
@@ -389,11 +416,11 @@ struct KimiGpuShortConvKernels
     }
     args.append({B, T});
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-    // Threads: B (T + K - 1) C / width, for each member.
+    // Threads: B ceil((T + K - 1) / kRows) C / width, for each member.
+    Value tiles = arith::CeilDivUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, T, c(spec.taps - 1)), c(kRows));
     Value threads = arith::MulIOp::create(
-        b, loc,
-        arith::MulIOp::create(b, loc, B,
-                              arith::AddIOp::create(b, loc, T, c(spec.taps - 1))),
+        b, loc, arith::MulIOp::create(b, loc, B, tiles),
         c(spec.channels / spec.width()));
     Value blocks = arith::CeilDivUIOp::create(b, loc, threads, c(kThreads));
     mlir::gpu::LaunchFuncOp::create(

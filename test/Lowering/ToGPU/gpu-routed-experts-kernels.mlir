@@ -175,30 +175,39 @@ func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>
 // -----
 
 // A prefill step's MXFP4 experts are sorted by expert (ranks and counts as
-// linalg, one host read of the largest count), and the three products run
-// as the tensor-core kernel: grid (columns / 64, rows / 64, experts), the
-// codes and scales as i8 buffers, the counts, and the [E, cap, N] result.
-// Per 32-deep step the kernel decodes 8 codes a word into a bf16 tile and
-// runs four mma.sync per warp and 16-deep half for each of its two row
-// tiles (bf16 rows; three terms each with bf16-products=false).
+// linalg, one host read of the largest count), and the products run as the
+// tensor-core kernel: grid (columns / 64, rows / 64, experts), the codes and
+// scales as i8 buffers, the counts, and the [E, cap, N] result. Gate and up
+// are one launch that stores their GLU (bf16: down rounds its rows to bf16
+// anyway); down is another. Per 32-deep step the kernel decodes 8 codes a
+// word into a bf16 tile and runs four mma.sync per warp, 16-deep half, row
+// tile and table (bf16 rows; three terms each with bf16-products=false,
+// and then the GLU is stored as f32).
 // CHECK-LABEL: func.func @mxfp4_prefill
 // CHECK-NOT: kimi.routed_experts
 // CHECK: call @kimi_host_read_i32
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %{{.*}}, %c16{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>, %{{.*}} : index)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c4{{[_0-9]*}}, %{{.*}}, %c16{{[_0-9]*}})
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %{{.*}}, %c16{{[_0-9]*}}) threads in (%c128{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xbf16>, %{{.*}} : index)
+// CHECK-NOT: linalg.generic
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c4{{[_0-9]*}}, %{{.*}}, %c16{{[_0-9]*}}) {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>, %{{.*}} : index)
 // CHECK: gpu.func @expert_product_0
 // CHECK: vector.load {{.*}} vector<4xf32>
 // CHECK: vector.bitcast {{.*}} : vector<4xi8> to vector<1xi32>
 // CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: math.exp
+// CHECK: vector.store {{.*}} : memref<?xbf16>, vector<2xbf16>
+// CHECK: gpu.func @expert_product_1
 // CHECK-COUNT-16: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
-// CHECK: gpu.func @expert_product_1
+// CHECK: vector.store {{.*}} : memref<?xf32>, vector<2xf32>
 // EXACT-LABEL: func.func @mxfp4_prefill
+// EXACT: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} %{{.*}} : memref<?xf32>, %{{.*}} : index)
 // EXACT: gpu.func @expert_product_0
-// EXACT-COUNT-48: nvvm.mma.sync
+// EXACT-COUNT-96: nvvm.mma.sync
 // EXACT-NOT: nvvm.mma.sync
 // EXACT: gpu.func @expert_product_1
+// EXACT-COUNT-48: nvvm.mma.sync
 func.func @mxfp4_prefill(%z: tensor<128x256xf32>, %w: tensor<128x4xf32>, %i: tensor<128x4xi32>,
                  %g: tensor<16x64x256xf4E2M1FN>, %u: tensor<16x64x256xf4E2M1FN>, %d: tensor<16x256x64xf4E2M1FN>,
                  %gs: tensor<16x64x8xf8E8M0FNU>, %us: tensor<16x64x8xf8E8M0FNU>, %ds: tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xf32> {
@@ -238,19 +247,19 @@ func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1
 
 // A bf16-activation prefill step's MXFP4 experts: the sorted rows are bf16
 // (gathered at the tokens' type), read by the tensor-core kernel at 8 bytes
-// a piece as one term whatever bf16-products says; down reads the f32 SiTU
-// products.
+// a piece as one term whatever bf16-products says; down reads the GLU as
+// bf16 (f32, in three terms, with bf16-products=false).
 // CHECK-LABEL: func.func @mxfp4_prefill_bf16
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>, %{{.*}} : index)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{.*}} : memref<?xf32>,
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xbf16>, %{{.*}} : index)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{.*}} : memref<?xbf16>,
 // CHECK: gpu.func @expert_product_0
 // CHECK: vector.load {{.*}} vector<4xbf16>
-// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK-COUNT-32: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.func @expert_product_1
 // EXACT-LABEL: func.func @mxfp4_prefill_bf16
 // EXACT: gpu.func @expert_product_0
-// EXACT-COUNT-16: nvvm.mma.sync
+// EXACT-COUNT-32: nvvm.mma.sync
 // EXACT-NOT: nvvm.mma.sync
 // EXACT: gpu.func @expert_product_1
 // EXACT-COUNT-48: nvvm.mma.sync
@@ -259,6 +268,41 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
                  %gs: tensor<16x64x8xf8E8M0FNU>, %us: tensor<16x64x8xf8E8M0FNU>, %ds: tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xbf16> {
   %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) scales(%gs, %us, %ds) : (tensor<128x256xbf16>, tensor<128x4xf32>, tensor<128x4xi32>, tensor<16x64x256xf4E2M1FN>, tensor<16x64x256xf4E2M1FN>, tensor<16x256x64xf4E2M1FN>, tensor<16x64x8xf8E8M0FNU>, tensor<16x64x8xf8E8M0FNU>, tensor<16x256x2xf8E8M0FNU>) -> tensor<128x256xbf16>
   return %r : tensor<128x256xbf16>
+}
+
+// -----
+
+// A prefill step's bf16 experts (the dense release type) run as the same
+// kernels: each table piece is eight bf16 values read at once, nothing is
+// decoded, and the GLU is SiTU as K3 has it.
+// CHECK-LABEL: func.func @bf16_prefill
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xbf16>, %{{.*}} : index)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>, %{{.*}} : index)
+// CHECK: gpu.func @expert_product_0
+// CHECK-NOT: vector.bitcast
+// CHECK: vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK: math.tanh
+// CHECK: gpu.func @expert_product_1
+// EXACT-LABEL: func.func @bf16_prefill
+// EXACT: gpu.func @expert_product_0
+// EXACT-COUNT-32: nvvm.mma.sync
+func.func @bf16_prefill(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %i: tensor<128x4xi32>,
+                        %g: tensor<16x64x256xbf16>, %u: tensor<16x64x256xbf16>, %d: tensor<16x256x64xbf16>) -> tensor<128x256xbf16> {
+  %r = kimi.routed_experts situ %z, %w, %i experts(%g, %u, %d) {beta = 4.0 : f64, linear_beta = 25.0 : f64} : (tensor<128x256xbf16>, tensor<128x4xf32>, tensor<128x4xi32>, tensor<16x64x256xbf16>, tensor<16x64x256xbf16>, tensor<16x256x64xbf16>) -> tensor<128x256xbf16>
+  return %r : tensor<128x256xbf16>
+}
+
+// -----
+
+// f32 tables (the reference configuration) keep the linalg form's products.
+// CHECK-LABEL: func.func @f32_prefill
+// CHECK-NOT: expert_product
+// CHECK: kimi.routed_experts
+func.func @f32_prefill(%z: tensor<128x256xf32>, %w: tensor<128x4xf32>, %i: tensor<128x4xi32>,
+                       %g: tensor<16x64x256xf32>, %u: tensor<16x64x256xf32>, %d: tensor<16x256x64xf32>) -> tensor<128x256xf32> {
+  %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<128x256xf32>, tensor<128x4xf32>, tensor<128x4xi32>, tensor<16x64x256xf32>, tensor<16x64x256xf32>, tensor<16x256x64xf32>) -> tensor<128x256xf32>
+  return %r : tensor<128x256xf32>
 }
 
 // -----

@@ -1,8 +1,9 @@
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-short-conv-kernels -verify-diagnostics | FileCheck %s
 
 // A decode step's convolution with SiLU and a carried state: one launch
-// writes the output and the final state. Threads: B (T + K - 1) C / 4 =
-// 1 * 4 * 16 = 64, one block of 256. B and T are run-time arguments.
+// writes the output and the final state. Threads: B ceil((T + K - 1) / 8)
+// C / 4 = 1 * 1 * 16 = 16, one block of 256. B and T are run-time
+// arguments.
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @decode_step
 // CHECK-NOT: kimi.short_conv
@@ -14,12 +15,20 @@
 // CHECK: gpu.module @kimi_short_conv
 // CHECK: gpu.func @short_conv_0
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// Four channels a thread, the state and x rows each read 16 bytes at once.
-// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// Four channels a thread, the state and x rows each read 16 bytes at once:
+// a tile's eight rows and the three after them, each x row once, before
+// any result. Then per row of the tile an output (r < T) and a final-state
+// row (T <= r < T + 3).
+// CHECK: %[[TILES:.*]] = arith.divui %{{.*}}, %c8
+// CHECK: arith.remui %{{.*}}, %[[TILES]]
+// CHECK-COUNT-11: vector.load %arg0{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CHECK-NOT: vector.load %arg0
+// CHECK: memref.load %arg1
+// CHECK: scf.if
 // CHECK: math.exp
-// CHECK: vector.store
-// CHECK: } else {
-// CHECK: vector.store
+// CHECK: vector.store {{.*}}, %arg3
+// CHECK: scf.if
+// CHECK: vector.store {{.*}}, %arg4
 func.func @decode_step(%x: tensor<1x1x64xf32>, %w: tensor<64x1x4xf32>, %s: tensor<1x3x64xf32>) -> (tensor<1x1x64xf32>, tensor<1x3x64xf32>) {
   %o, %f = kimi.short_conv silu %x, %w state %s : tensor<1x1x64xf32>, tensor<64x1x4xf32>, tensor<1x3x64xf32> -> tensor<1x1x64xf32>, tensor<1x3x64xf32>
   return %o, %f : tensor<1x1x64xf32>, tensor<1x3x64xf32>
@@ -106,7 +115,8 @@ func.func @norms_that_stay(%x: tensor<1x1x256xf32>, %w: tensor<256x1x4xf32>) -> 
 // CHECK: return
 // CHECK: gpu.func @short_conv_0
 // CHECK: gpu.block_id  y
-// CHECK-COUNT-2: math.rsqrt
+// Two normalised members, one norm per row of a thread's tile of eight.
+// CHECK-COUNT-16: math.rsqrt
 // CHECK-NOT: math.rsqrt
 // CHECK: gpu.return
 func.func @kda_layer_convolutions(%h: tensor<1x1x64xf32>, %wq: tensor<256x64xf32>, %wk: tensor<256x64xf32>, %wv: tensor<256x64xf32>, %c: tensor<256x1x4xf32>, %sq: tensor<1x3x256xf32>, %sk: tensor<1x3x256xf32>, %sv: tensor<1x3x256xf32>) -> (tensor<1x1x2x128xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>) {
