@@ -497,13 +497,15 @@ def KimiGpuRoutedExpertsKernels
 
     Above `max-tokens` (a prefill step), an op with MXFP4 or bf16 experts
     is lowered here, to the token-sorted form `kimi-lower-to-linalg` gives
-    such steps (ranks and counts as linalg, one host read of the largest
-    count), except that its products, [E, cap, K] rows times each expert's
-    table, run as generated tensor-core kernels (`ExpertProductKernel.h`)
-    that skip the rows past each expert's count: one launch for gate and up
+    such steps (ranks and counts as linalg), except that its products, the
+    rows times each expert's table, run as generated tensor-core kernels
+    (`ExpertProductKernel.h`) over the rows each expert holds: one launch for gate and up
     together that stores only their GLU (SiTU or SiLU, applied to the f32
-    accumulators), and one for down. A block of four warps takes 64 rows
-    and 64 columns of one expert; per 32-deep step (one scale block) it
+    accumulators), and one for down. The rows of all experts lie back to
+    back (no padding) in tiles of 128 rows of one expert, which a table of
+    tiles built as linalg names (expert, first row, end row): nothing is
+    read on the host, so a batched decode step can be a graph. A block of
+    eight warps takes one tile and 64 columns; per 32-deep step (one scale block) it
     stages each table's slice as a bf16 tile in shared memory (MXFP4 codes
     decoded with their scale, exactly: an MXFP4 value has two significant
     bits) and the rows, then runs `mma.sync m16n8k16` with f32
@@ -514,12 +516,12 @@ def KimiGpuRoutedExpertsKernels
     significand) and every product runs once per term, so the result is as
     exact as f32 arithmetic, and the GLU stays f32. bf16 rows (bf16
     activations: gate and up read the gathered tokens at their type) are
-    one term either way. Blocks past an expert's count return at once.
-    The cuBLASLt products this replaces for bf16 experts ran over every
-    expert's `cap` rows (the largest count: about twice the rows the
-    experts hold in a k3-mini prefill chunk) and wrote gate and up as f32
-    for a SiTU kernel of their own. f32 experts keep the linalg form
-    (cuBLASLt products).
+    one term either way. Blocks past the last tile return at once. The
+    cuBLASLt products this replaces for bf16 experts ran over every
+    expert's `cap` rows (the largest count, read by the host: about twice
+    the rows the experts hold in a k3-mini prefill chunk) and wrote gate
+    and up as f32 for a SiTU kernel of their own. f32 experts keep that
+    linalg form.
   }];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "63",

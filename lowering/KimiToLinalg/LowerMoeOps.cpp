@@ -253,8 +253,7 @@ SmallVector<Mxfp4Table, 3> mxfp4Tables(OpBuilder &b, Location loc,
 /// bound (cap <= T) and nothing is dropped.
 Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
                     Value wts, Value ids, bool isSitu, double beta,
-                    double linearBeta, SortedExpertProduct product,
-                    SortedExpertGlu glu) {
+                    double linearBeta, const SortedExpertKernels *kernels) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
   auto gateType = typeOf(op.getGateProj());
@@ -388,6 +387,179 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
         return arith::AddIOp::create(nb, l, ahead, a[2]);
       });
   Value rank = tensor::CollapseShapeOp::create(b, loc, rank3, byBlock);
+
+  auto bufferOf = [&](Value t) {
+    RankedTensorType type = typeOf(t);
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t,
+        /*readOnly=*/true);
+  };
+  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+  // Rows at the tokens' type when that is bf16 (half the bytes, the same
+  // values: the products widen them), else f32.
+  Type rowElement = typeOf(z).getElementType().isBF16() ? typeOf(z).getElementType()
+                                                        : Type(f32);
+  // Scatter: the row of every dispatched slot (t, j), at the indices
+  // `rowAt` gives for its expert and rank, gets z[t, :].
+  using RowAt = llvm::function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                      Value e, Value r)>;
+  auto scatter = [&](Value rows, RowAt rowAt) {
+    Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
+          wtsBuf = bufferOf(wts);
+    scf::ParallelOp::create(
+        b, loc, ValueRange{c0, c0, c0},
+        ValueRange{cIndex(b, loc, T), cIndex(b, loc, k), cIndex(b, loc, W)},
+        ValueRange{c1, c1, c1}, [&](OpBuilder &pb, Location l, ValueRange iv) {
+          Value w = memref::LoadOp::create(pb, l, wtsBuf, ValueRange{iv[0], iv[1]});
+          scf::IfOp::create(
+              pb, l, dispatched(pb, l, w), [&](OpBuilder &ib, Location il) {
+                Value e = asIndex(ib, il,
+                                  memref::LoadOp::create(ib, il, idsBuf,
+                                                         ValueRange{iv[0], iv[1]}));
+                Value r = asIndex(ib, il,
+                                  memref::LoadOp::create(ib, il, rankBuf,
+                                                         ValueRange{iv[0], iv[1]}));
+                Value x = fromF32(
+                    ib, il,
+                    toF32(ib, il,
+                          memref::LoadOp::create(ib, il, zBuf,
+                                                 ValueRange{iv[0], iv[2]})),
+                    rowElement);
+                SmallVector<Value> at = rowAt(ib, il, e, r);
+                at.push_back(iv[2]);
+                memref::StoreOp::create(ib, il, x, rows, at);
+                scf::YieldOp::create(ib, il);
+              });
+        });
+  };
+  // Gather: out[t, d] = sum_j w[t, j] y[rowAt(ids[t, j], rank[t, j]), d]
+  // over dispatched slots (the others read nothing: with no dispatched
+  // slot y may have no rows).
+  auto gather = [&](Value y, RowAt rowAt) {
+    return generic(
+        b, loc, filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(W)}, f32, 0.0),
+        {ids, rank, wts},
+        {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
+         dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
+        {IT::parallel, IT::parallel, IT::reduction},
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          Value live = dispatched(nb, l, a[2]);
+          Value d = linalg::IndexOp::create(nb, l, 1);
+          auto ifThen = scf::IfOp::create(
+              nb, l, live,
+              [&](OpBuilder &ib, Location il) {
+                SmallVector<Value> at =
+                    rowAt(ib, il, asIndex(ib, il, a[0]), asIndex(ib, il, a[1]));
+                at.push_back(d);
+                Value row = tensor::ExtractOp::create(ib, il, y, at);
+                scf::YieldOp::create(
+                    ib, il,
+                    ValueRange{arith::MulFOp::create(ib, il, toF32(ib, il, a[2]), row)});
+              },
+              [&](OpBuilder &ib, Location il) {
+                scf::YieldOp::create(ib, il, ValueRange{constF32(ib, il, 0.0)});
+              });
+          return arith::AddFOp::create(nb, l, a[3], ifThen.getResult(0));
+        });
+  };
+
+  if (kernels) {
+    // The dispatched rows back to back by expert: expert e's are rows
+    // offsets[e] .. offsets[e] + counts[e] of [T k, ...] buffers (static:
+    // no host read, no padding), cut into tiles of tileRows rows that the
+    // kernels' blocks take. tileEnd[e]: the tiles of experts 0 .. e.
+    const int64_t R = T * k, tr = kernels->tileRows;
+    // sum_e ceil(counts[e] / tr) <= (sum_e counts[e] + (tr - 1) E) / tr.
+    SortedExpertTiles tiles;
+    tiles.tiles = std::max<int64_t>(1, (R + (tr - 1) * E) / tr);
+    auto i32c = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
+      return arith::ConstantIntOp::create(nb, l, v, 32);
+    };
+    auto tilesOf = [&](OpBuilder &nb, Location l, Value count) -> Value {
+      return arith::DivUIOp::create(
+          nb, l, arith::AddIOp::create(nb, l, count, i32c(nb, l, tr - 1)),
+          i32c(nb, l, tr));
+    };
+    // out[e] = sum over e' (before e, or up to e) of f(counts[e']).
+    auto scanCounts = [&](bool inclusive, bool inTiles) {
+      return generic(
+          b, loc, i32Tensor({E}), {counts},
+          {dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {0})},
+          {IT::parallel, IT::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+            Value ahead = arith::CmpIOp::create(
+                nb, l,
+                inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+                index(nb, l, 1), index(nb, l, 0));
+            Value v = inTiles ? tilesOf(nb, l, a[0]) : a[0];
+            return arith::AddIOp::create(
+                nb, l, a[1], arith::SelectOp::create(nb, l, ahead, v, i32c(nb, l, 0)));
+          });
+    };
+    Value offsets = scanCounts(false, false);
+    Value tileEnd = scanCounts(true, true);
+    // Tile y's expert: the number of experts whose tiles end at or before
+    // y (experts without rows have no tiles); E past the last tile.
+    Value tileExpert = generic(
+        b, loc, i32Tensor({tiles.tiles}), {tileEnd},
+        {dimsMap(ctx, 2, {1}), dimsMap(ctx, 2, {0})},
+        {IT::parallel, IT::reduction},
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          Value y = arith::IndexCastOp::create(nb, l, i32, index(nb, l, 0));
+          Value done = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ule,
+                                             a[0], y);
+          return count(nb, l, a[1], done);
+        });
+    // Its rows: start = offsets[e] + (y - first tile of e) tr, end =
+    // min(start + tr, offsets[e] + counts[e]); empty past the last tile.
+    auto bounds = linalg::GenericOp::create(
+        b, loc, TypeRange{typeOf(tileExpert), typeOf(tileExpert)},
+        ValueRange{tileExpert},
+        ValueRange{i32Tensor({tiles.tiles}), i32Tensor({tiles.tiles})},
+        ArrayRef<AffineMap>{b.getMultiDimIdentityMap(1),
+                            b.getMultiDimIdentityMap(1),
+                            b.getMultiDimIdentityMap(1)},
+        ArrayRef<IT>{IT::parallel}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value ex = a[0];
+          Value live = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
+                                             ex, i32c(nb, l, E));
+          Value at = asIndex(nb, l, arith::SelectOp::create(nb, l, live, ex,
+                                                            i32c(nb, l, 0)));
+          Value cnt = tensor::ExtractOp::create(nb, l, counts, ValueRange{at});
+          Value off = tensor::ExtractOp::create(nb, l, offsets, ValueRange{at});
+          Value firstTile = arith::SubIOp::create(
+              nb, l, tensor::ExtractOp::create(nb, l, tileEnd, ValueRange{at}),
+              tilesOf(nb, l, cnt));
+          Value y = arith::IndexCastOp::create(nb, l, i32, index(nb, l, 0));
+          Value start = arith::AddIOp::create(
+              nb, l, off,
+              arith::MulIOp::create(nb, l, arith::SubIOp::create(nb, l, y, firstTile),
+                                    i32c(nb, l, tr)));
+          Value end = arith::MinUIOp::create(
+              nb, l, arith::AddIOp::create(nb, l, start, i32c(nb, l, tr)),
+              arith::AddIOp::create(nb, l, off, cnt));
+          linalg::YieldOp::create(
+              nb, l,
+              ValueRange{arith::SelectOp::create(nb, l, live, start, i32c(nb, l, 0)),
+                         arith::SelectOp::create(nb, l, live, end, i32c(nb, l, 0))});
+        });
+    tiles.expert = tileExpert;
+    tiles.start = bounds.getResult(0);
+    tiles.end = bounds.getResult(1);
+
+    auto rowAt = [&](OpBuilder &nb, Location l, Value e, Value r) {
+      Value off = asIndex(nb, l, tensor::ExtractOp::create(nb, l, offsets, ValueRange{e}));
+      return SmallVector<Value>{arith::AddIOp::create(nb, l, off, r)};
+    };
+    Value rows = memref::AllocOp::create(b, loc, MemRefType::get({R, W}, rowElement));
+    scatter(rows, rowAt);
+    Value sortedRows = bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get({R, W}, rowElement), rows,
+        /*restrict=*/true, /*writable=*/true);
+    Value h = kernels->glu(b, loc, sortedRows, tiles);
+    Value y = kernels->down(b, loc, h, tiles);
+    return gather(y, rowAt);
+  }
   Value largest =
       linalg::GenericOp::create(
           b, loc, TypeRange{RankedTensorType::get({}, i32)}, ValueRange{counts},
@@ -419,48 +591,12 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
           c16));
 
   // Scatter: rows[e, rank, :] = z[t, :] for every dispatched slot.
-  auto bufferOf = [&](Value t) {
-    RankedTensorType type = typeOf(t);
-    return bufferization::ToBufferOp::create(
-        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t,
-        /*readOnly=*/true);
+  auto rowAt = [](OpBuilder &, Location, Value e, Value r) {
+    return SmallVector<Value>{e, r};
   };
-  Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
-        wtsBuf = bufferOf(wts);
-  // Rows at the tokens' type when that is bf16 (half the bytes, the same
-  // values: the products widen them), else f32.
-  Type rowElement = typeOf(z).getElementType().isBF16() ? typeOf(z).getElementType()
-                                                        : Type(f32);
   auto rowsType = MemRefType::get({E, ShapedType::kDynamic, W}, rowElement);
   Value rows = memref::AllocOp::create(b, loc, rowsType, ValueRange{cap});
-  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
-  scf::ParallelOp::create(
-      b, loc, ValueRange{c0, c0, c0},
-      ValueRange{cIndex(b, loc, T), cIndex(b, loc, k), cIndex(b, loc, W)},
-      ValueRange{c1, c1, c1},
-      [&](OpBuilder &pb, Location l, ValueRange iv) {
-        Value w = memref::LoadOp::create(pb, l, wtsBuf, ValueRange{iv[0], iv[1]});
-        scf::IfOp::create(pb, l, dispatched(pb, l, w),
-                          [&](OpBuilder &ib, Location il) {
-                            Value e = asIndex(
-                                ib, il,
-                                memref::LoadOp::create(ib, il, idsBuf,
-                                                       ValueRange{iv[0], iv[1]}));
-                            Value r = asIndex(
-                                ib, il,
-                                memref::LoadOp::create(ib, il, rankBuf,
-                                                       ValueRange{iv[0], iv[1]}));
-                            Value x = fromF32(
-                                ib, il,
-                                toF32(ib, il,
-                                      memref::LoadOp::create(
-                                          ib, il, zBuf, ValueRange{iv[0], iv[2]})),
-                                rowElement);
-                            memref::StoreOp::create(ib, il, x, rows,
-                                                    ValueRange{e, r, iv[2]});
-                            scf::YieldOp::create(ib, il);
-                          });
-      });
+  scatter(rows, rowAt);
   Value sortedRows = bufferization::ToTensorOp::create(
       b, loc, RankedTensorType::get({E, ShapedType::kDynamic, W}, rowElement),
       rows,
@@ -479,8 +615,6 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
   // are read, (e, n, k) from the loop indices.
   auto project = [&](Value input, Value weights, unsigned which,
                      int64_t out) {
-    if (product)
-      return product(b, loc, input, which, out, cap, counts);
     if (!mx.empty())
       return generic(
           b, loc,
@@ -501,47 +635,16 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
          dimsMap(ctx, 4, {0, 1, 2})},
         batched, mulAdd);
   };
-  Value h;
-  if (glu) {
-    h = glu(b, loc, sortedRows, cap, counts);
-  } else {
-    Value g = project(sortedRows, op.getGateProj(), 0, I);
-    Value u = project(sortedRows, op.getUpProj(), 1, I);
-    h = elementwise(b, loc, typeOf(g), {g, u},
-                    [&](OpBuilder &hb, Location hl, ValueRange a) {
-                      return isSitu ? situ(hb, hl, a[0], a[1], beta, linearBeta)
-                                    : siluGlu(hb, hl, a[0], a[1]);
-                    });
-  }
+  Value g = project(sortedRows, op.getGateProj(), 0, I);
+  Value u = project(sortedRows, op.getUpProj(), 1, I);
+  Value h = elementwise(b, loc, typeOf(g), {g, u},
+                        [&](OpBuilder &hb, Location hl, ValueRange a) {
+                          return isSitu ? situ(hb, hl, a[0], a[1], beta,
+                                               linearBeta)
+                                        : siluGlu(hb, hl, a[0], a[1]);
+                        });
   Value y = project(h, op.getDownProj(), 2, W);
-
-  // out[t, d] = sum_j w[t, j] y[ids[t, j], rank[t, j], d] over dispatched
-  // slots (the others read row (0, 0), which need not exist, nowhere).
-  return generic(
-      b, loc, filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(W)}, f32, 0.0),
-      {ids, rank, wts},
-      {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
-       dimsMap(ctx, 3, {0, 1})},
-      {IT::parallel, IT::parallel, IT::reduction},
-      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        Value live = dispatched(nb, l, a[2]);
-        Value d = linalg::IndexOp::create(nb, l, 1);
-        // A branch, not a select: with no dispatched slot y has no rows.
-        auto ifThen = scf::IfOp::create(
-            nb, l, live,
-            [&](OpBuilder &ib, Location il) {
-              Value row = tensor::ExtractOp::create(
-                  ib, il, y,
-                  ValueRange{asIndex(ib, il, a[0]), asIndex(ib, il, a[1]), d});
-              scf::YieldOp::create(
-                  ib, il,
-                  ValueRange{arith::MulFOp::create(ib, il, toF32(ib, il, a[2]), row)});
-            },
-            [&](OpBuilder &ib, Location il) {
-              scf::YieldOp::create(ib, il, ValueRange{constF32(ib, il, 0.0)});
-            });
-        return arith::AddFOp::create(nb, l, a[3], ifThen.getResult(0));
-      });
+  return gather(y, rowAt);
 }
 
 struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
@@ -902,8 +1005,7 @@ void kimi::lowering::populateMoeLoweringPatterns(RewritePatternSet &patterns,
 }
 
 Value kimi::lowering::lowerSortedRoutedExperts(OpBuilder &b, RoutedExpertsOp op,
-                                               SortedExpertProduct product,
-                                               SortedExpertGlu glu) {
+                                               const SortedExpertKernels *kernels) {
   Location loc = op.getLoc();
   Value z = collapseLeading(b, loc, op.getX());
   Value wts = collapseLeading(b, loc, op.getWeights());
@@ -912,7 +1014,7 @@ Value kimi::lowering::lowerSortedRoutedExperts(OpBuilder &b, RoutedExpertsOp op,
   double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
   double linearBeta = isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
   Value result =
-      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta, product, glu);
+      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta, kernels);
   Type outElement = op.getOut().getType().getElementType();
   if (outElement != b.getF32Type())
     result = elementwise(b, loc, typeOf(result).clone(outElement), result,

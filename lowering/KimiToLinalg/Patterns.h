@@ -23,29 +23,36 @@ void populateAttentionLoweringPatterns(mlir::RewritePatternSet &patterns);
 /// (kimi-lower-to-linalg's option).
 void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
                                  int64_t sortedExpertsMinTokens = 0);
-/// One product of the token-sorted routed experts: `rows` [E, cap, K] f32
-/// (rows past an expert's count hold anything) times table `which` (0 gate,
-/// 1 up, 2 down) of `op`, as [E, cap, out] f32 of which only each expert's
-/// first counts[e] rows are read; `counts` is [E] i32.
-using SortedExpertProduct = llvm::function_ref<mlir::Value(
-    mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, unsigned which,
-    int64_t out, mlir::Value cap, mlir::Value counts)>;
-/// The gate and up products of the token-sorted routed experts and their
-/// GLU at once: `rows` as for SortedExpertProduct, the result
-/// act(gate, up) as [E, cap, I] (f32 or bf16) of which only each expert's
-/// first counts[e] rows are read.
-using SortedExpertGlu = llvm::function_ref<mlir::Value(
-    mlir::OpBuilder &b, mlir::Location loc, mlir::Value rows, mlir::Value cap,
-    mlir::Value counts)>;
+/// The row tiles of a token-sorted step whose products are kernels
+/// (SortedExpertKernels): [tiles] i32 each; row tile y is rows start[y] ..
+/// end[y] (at most tileRows; empty past the last tile) of expert expert[y].
+struct SortedExpertTiles {
+  mlir::Value expert, start, end;
+  int64_t tiles = 0;
+};
+/// Products of the token-sorted routed experts as kernels that read only
+/// the rows the experts hold: the dispatched slots' rows lie back to back
+/// by expert in [T k, ...] buffers (no padding, no host read; the linalg
+/// contractions instead batch over experts padded to the largest count).
+struct SortedExpertKernels {
+  int64_t tileRows = 64;
+  /// act(gate, up) of the rows [T k, W]: [T k, I], f32 or bf16.
+  llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                 mlir::Value rows, const SortedExpertTiles &)>
+      glu;
+  /// down of h [T k, I]: [T k, W] f32.
+  llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                 mlir::Value h, const SortedExpertTiles &)>
+      down;
+};
 /// kimi.routed_experts over its tokens sorted by expert: the lowering
 /// kimi-lower-to-linalg takes for steps of at least its
-/// sorted-experts-min-tokens tokens, with each of the three products built
-/// by `product` (null: linalg contractions, decoding MXFP4 where they read
-/// it), and gate, up and the activation by `glu` when given (else the two
-/// products and an elementwise op). Returns the op's replacement.
+/// sorted-experts-min-tokens tokens, with the products as `kernels` when
+/// given, else as linalg contractions (decoding MXFP4 where they read it)
+/// over blocks of the largest count, which the host reads. Returns the
+/// op's replacement.
 mlir::Value lowerSortedRoutedExperts(mlir::OpBuilder &b, RoutedExpertsOp op,
-                                     SortedExpertProduct product = nullptr,
-                                     SortedExpertGlu glu = nullptr);
+                                     const SortedExpertKernels *kernels = nullptr);
 /// Defines kimi::kHostReadFn (a load of its i32 buffer, which the GPU
 /// target turns into a device-to-host read) in `module` when something
 /// there calls it and it is not defined yet.

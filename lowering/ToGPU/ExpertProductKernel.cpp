@@ -1,14 +1,15 @@
 //===- ExpertProductKernel.cpp - expert products on tensor cores ----------===//
 //
-// One block per (64 columns, 64 rows, expert); four warps of 32 x 32. Per
+// One block per (64 columns, 128 rows of one expert); eight warps of 32 x 32. Per
 // 32-deep step (one MXFP4 scale block) the block stages its rows' values,
 // split into `terms` bf16 tiles, and each table's slice as a bf16 tile
 // (rows n, k contiguous; MXFP4 codes decoded with their scale), then each
 // warp runs mma.sync m16n8k16 over both 16-deep halves into f32
 // accumulators. The global loads of step s + 1 are issued before the
 // products of step s, so they are in flight while the tensor cores work.
-// Blocks past an expert's count return at once: the launch covers the
-// largest expert, most experts hold fewer rows.
+// A block's row tile is one expert's rows, from the step's tile table: the
+// rows of all experts lie back to back, with no padding, and the launch
+// covers a bound on the tiles (blocks past the last return at once).
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,7 +65,7 @@ struct ExpertProductEmitter {
 
   KernelEmitter e;
   const ExpertProductSpec &s;
-  Value rows, counts, out, cap;
+  Value rows, tileExpert, tileStart, tileEnd, out;
   /// Per table: its bf16 values, or its MXFP4 codes and scales.
   SmallVector<Value, 2> values, scales;
 
@@ -93,15 +94,17 @@ struct ExpertProductEmitter {
     Value wm = e.divu(warp, e.idx(2)), wn = e.remu(warp, e.idx(2));
     Value g = e.divu(lane, e.idx(4)), tq = e.remu(lane, e.idx(4));
     Value n0 = e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kExpertProductTileN));
-    Value m0 = e.mul(e.blockId(mlir::gpu::Dimension::y), e.idx(kExpertProductTileM));
-    Value ex = e.blockId(mlir::gpu::Dimension::z);
-    Value limit = e.minu(cap, e.toIndex(e.load(counts, ex)));
+    // Row tile y: rows m0 .. limit of expert ex (none past the last tile).
+    Value y = e.blockId(mlir::gpu::Dimension::y);
+    Value ex = e.toIndex(e.load(tileExpert, y));
+    Value m0 = e.toIndex(e.load(tileStart, y));
+    Value limit = e.toIndex(e.load(tileEnd, y));
     auto live = scf::IfOp::create(b, loc, e.ult(m0, limit), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&live.getThenRegion().front());
 
     const int64_t K = s.k, N = s.n, steps = K / kDepth;
-    Value rowBase = e.mul(e.add(e.mul(ex, cap), m0), e.idx(K));
+    Value rowBase = e.mul(m0, e.idx(K));
     Value tableRow0 = e.add(e.mul(ex, e.idx(N)), n0);
     auto vec = [&](int64_t n, Type t) { return VectorType::get({n}, t); };
     auto zeros = [&](int64_t n, Type t) -> Value {
@@ -260,7 +263,7 @@ struct ExpertProductEmitter {
     // Epilogue: two adjacent columns a register pair, rows within the
     // count; the GLU of gate and up where there are two tables.
     Type outType = s.bf16Out ? bf16 : f32;
-    Value outBase = e.mul(e.add(e.mul(ex, cap), m0), e.idx(N));
+    Value outBase = e.mul(m0, e.idx(N));
     auto result = [&](int t, int64_t tile, int64_t half, int64_t l) {
       return loop.getResult(t * accPerTable + 4 * tile + 2 * half + l);
     };
@@ -320,7 +323,8 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
       args.append({dyn(i8), dyn(i8)});
     }
   }
-  args.append({dyn(b.getI32Type()), dyn(s.bf16Out ? bf16 : f32), b.getIndexType()});
+  Type i32 = b.getI32Type();
+  args.append({dyn(i32), dyn(i32), dyn(i32), dyn(s.bf16Out ? bf16 : f32)});
   auto fn = createKernel(b, loc, module, name, args,
                          {int32_t(kExpertProductThreads), 1, 1});
   b.setInsertionPoint(fn.getBody().front().getTerminator());
@@ -332,9 +336,10 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
     m.values.push_back(body.getArgument(a++));
     m.scales.push_back(s.bf16Tables ? Value() : body.getArgument(a++));
   }
-  m.counts = body.getArgument(a++);
+  m.tileExpert = body.getArgument(a++);
+  m.tileStart = body.getArgument(a++);
+  m.tileEnd = body.getArgument(a++);
   m.out = body.getArgument(a++);
-  m.cap = body.getArgument(a++);
   m.emit(module, name);
   return fn;
 }

@@ -49,15 +49,17 @@ struct ExpertProductSpec {
 /// Empty when the kernel covers `s`, else what it does not support.
 std::string verifyExpertProductSpec(const ExpertProductSpec &s);
 
-inline constexpr int64_t kExpertProductThreads = 128;
-/// Rows (of an expert's block) and columns of one thread block's tile.
-inline constexpr int64_t kExpertProductTileM = 64, kExpertProductTileN = 64;
+inline constexpr int64_t kExpertProductThreads = 256;
+/// Rows (of one expert's) and columns of one thread block's tile.
+inline constexpr int64_t kExpertProductTileM = 128, kExpertProductTileN = 64;
 
-/// `gpu.func @name(rows [E cap K] f32 or bf16, per table: its values (bf16
-/// [E N K]) or its codes [E N K/2] i8 and scales [E N K/32] i8; counts [E]
-/// i32, out [E cap N] f32 or bf16, cap index)`, grid (ceil(N / 64),
-/// ceil(cap / 64), E), 128 threads: out[e, m, :] for the first counts[e]
-/// rows of each expert (the others are not written).
+/// `gpu.func @name(rows [R K] f32 or bf16, per table: its values (bf16
+/// [E N K]) or its codes [E N K/2] i8 and scales [E N K/32] i8; the tile
+/// table tileExpert, tileStart, tileEnd [tiles] i32, out [R N] f32 or
+/// bf16)`, grid (ceil(N / 64), tiles), 128 threads: row tile y is rows
+/// tileStart[y] .. tileEnd[y] (at most 64; none past the last tile) of
+/// expert tileExpert[y], and out gets those rows (the others are not
+/// written).
 mlir::gpu::GPUFuncOp emitExpertProductKernel(mlir::OpBuilder &b,
                                              mlir::Location loc,
                                              mlir::gpu::GPUModuleOp module,

@@ -98,10 +98,11 @@ struct KimiGpuRoutedExpertsKernels
         return;
       }
     }
-    // One launch of `s`'s kernel over rows -> [E, cap, s.n].
+    // One launch of `s`'s kernel: rows [R, s.k] -> [R, s.n].
     auto launch = [&](OpBuilder &b, Location loc,
                       const kimi::gpu::ExpertProductSpec &s, Value rows,
-                      ArrayRef<unsigned> which, Value cap, Value counts) -> Value {
+                      ArrayRef<unsigned> which,
+                      const lowering::SortedExpertTiles &tiles) -> Value {
       std::string name = "expert_product_" + std::to_string(kernels.size());
       auto kernel = kernels.get(s.key(), [&](OpBuilder &mb,
                                              mlir::gpu::GPUModuleOp m) {
@@ -123,39 +124,36 @@ struct KimiGpuRoutedExpertsKernels
         args.append({input(t.packed), input(t.scales)});
       }
       Type outType = s.bf16Out ? b.getBF16Type() : b.getF32Type();
-      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(s.experts), cap,
-                                         b.getIndexAttr(s.n)};
+      int64_t R = cast<RankedTensorType>(rows.getType()).getDimSize(0);
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(R), b.getIndexAttr(s.n)};
       Value result = kimi::gpu::allocFlatBuffer(b, loc, sizes, outType);
-      args.append({input(counts), kimi::gpu::asDynamicBuffer(b, loc, result), cap});
-      Value rowTiles = arith::DivUIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, cap, c(kimi::gpu::kExpertProductTileM - 1)),
-          c(kimi::gpu::kExpertProductTileM));
+      args.append({input(tiles.expert), input(tiles.start), input(tiles.end),
+                   kimi::gpu::asDynamicBuffer(b, loc, result)});
       mlir::gpu::KernelDim3 grid{
           c((s.n + kimi::gpu::kExpertProductTileN - 1) /
             kimi::gpu::kExpertProductTileN),
-          rowTiles, c(s.experts)};
+          c(tiles.tiles), c(1)};
       mlir::gpu::LaunchFuncOp::create(
           b, loc, kernel, grid,
           mlir::gpu::KernelDim3{c(kimi::gpu::kExpertProductThreads), c(1), c(1)},
           Value(), args);
       return kimi::gpu::tensorOfFlatBuffer(
-          b, loc, result,
-          RankedTensorType::get({s.experts, ShapedType::kDynamic, s.n}, outType),
-          sizes);
+          b, loc, result, RankedTensorType::get({R, s.n}, outType), sizes);
     };
-    auto product = [&](OpBuilder &b, Location loc, Value rows, unsigned which,
-                       int64_t out, Value cap, Value counts) -> Value {
-      // Only down is asked for: the GLU callback takes gate and up.
-      assert(which == 2 && out == downSpec.n && "gate and up run as the GLU");
-      (void)out;
-      return launch(b, loc, downSpec, rows, {which}, cap, counts);
+    lowering::SortedExpertKernels products;
+    products.tileRows = kimi::gpu::kExpertProductTileM;
+    auto glu = [&](OpBuilder &b, Location loc, Value rows,
+                   const lowering::SortedExpertTiles &tiles) -> Value {
+      return launch(b, loc, gluSpec, rows, {0u, 1u}, tiles);
     };
-    auto glu = [&](OpBuilder &b, Location loc, Value rows, Value cap,
-                   Value counts) -> Value {
-      return launch(b, loc, gluSpec, rows, {0u, 1u}, cap, counts);
+    auto down = [&](OpBuilder &b, Location loc, Value h,
+                    const lowering::SortedExpertTiles &tiles) -> Value {
+      return launch(b, loc, downSpec, h, {2u}, tiles);
     };
+    products.glu = glu;
+    products.down = down;
     OpBuilder b(op);
-    Value replacement = lowering::lowerSortedRoutedExperts(b, op, product, glu);
+    Value replacement = lowering::lowerSortedRoutedExperts(b, op, &products);
     op.getOut().replaceAllUsesWith(replacement);
     op.erase();
   }

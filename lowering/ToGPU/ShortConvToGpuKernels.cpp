@@ -3,7 +3,7 @@
 // kimi-gpu-short-conv-kernels: see lowering/Passes.td.
 //
 // The kernel works on the extended sequence xpad = state ++ x, [B, K-1+T, C]
-// (zeros for a missing state), one thread per (b, tile of kRows rows, four
+// (zeros for a missing state), one thread per (b, tile of rows, four
 // channels) of its rows r < T + K - 1. The thread loads its tile's rows and
 // the K - 1 after them at once, and the taps once; for each of its rows
 // r < T it writes out[b, r] = act(sum_j w[c, j] xpad[b, r + j]), and for
@@ -35,11 +35,12 @@ using namespace kimi;
 namespace {
 
 constexpr int64_t kThreads = 256;
-/// Rows of the extended sequence a thread owns: its weights and the K - 1
-/// rows its window shares with the next tile are read once per kRows
-/// outputs (one thread per row read the weights and K rows each, several
-/// times the tensor's bytes through L2).
-constexpr int64_t kRows = 8;
+/// Rows of the extended sequence a thread owns in a long sequence: its
+/// weights and the K - 1 rows its window shares with the next tile are read
+/// once per kLongRows outputs (one thread per row read the weights and K
+/// rows each, several times the tensor's bytes through L2). A step of a
+/// few tokens (decode: T = 1) keeps one row a thread, for parallelism.
+constexpr int64_t kLongRows = 8;
 /// Convolutions of one launch at most (a KDA layer has three).
 constexpr size_t kMaxMembers = 4;
 
@@ -48,6 +49,8 @@ struct ShortConvSpec {
   int64_t channels = 0, taps = 0;
   Type act, weight;
   bool hasState = false, silu = false;
+  /// Rows of the extended sequence a thread takes.
+  int64_t rows = kLongRows;
 
   /// Channels per thread: one 16-byte vector of f32 when they divide.
   int64_t width() const { return channels % 4 == 0 ? 4 : 1; }
@@ -55,7 +58,7 @@ struct ShortConvSpec {
     std::string s;
     llvm::raw_string_ostream os(s);
     os << channels << "x" << taps << " " << act << " " << weight << " "
-       << hasState << silu;
+       << hasState << silu << " r" << rows;
     return s;
   }
 };
@@ -77,14 +80,16 @@ std::string kernelKey(const ShortConvSpec &spec, ArrayRef<FusedNorm> norms) {
 }
 
 /// One thread's work on one convolution (the kernel's body for the member
-/// whose buffers these are): kRows consecutive outputs of four channels.
+/// whose buffers these are): s.rows consecutive outputs of four channels.
 void emitConvolution(kimi::gpu::KernelEmitter &e, OpBuilder &b, Location loc,
                      const ShortConvSpec &s, FusedNorm norm, Value x, Value w,
                      Value state, Value out, Value finalState, Value B, Value T) {
   const int64_t C = s.channels, K = s.taps, vw = s.width(), CV = C / vw;
+  const int64_t kRows = s.rows;
   OpBuilder::InsertionGuard guard(b);
   Value rows = e.add(T, e.idx(K - 1)); // of the extended sequence
-  Value tiles = e.divu(e.add(rows, e.idx(kRows - 1)), e.idx(kRows));
+  Value tiles =
+      kRows == 1 ? rows : e.divu(e.add(rows, e.idx(kRows - 1)), e.idx(kRows));
   Value total = e.mul(e.mul(B, tiles), e.idx(CV));
   Value i = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kThreads)),
                   e.threadId());
@@ -310,6 +315,8 @@ struct KimiGpuShortConvKernels
     spec.weight = wType.getElementType();
     spec.hasState = bool(op.getState());
     spec.silu = op.getSilu();
+    int64_t steps = xType.getDimSize(1);
+    spec.rows = !ShapedType::isDynamic(steps) && steps < kLongRows ? 1 : kLongRows;
     auto isFloat = [](Type t) { return t.isF32() || t.isBF16() || t.isF16(); };
     std::string why;
     if (ShapedType::isDynamic(spec.channels) || ShapedType::isDynamic(spec.taps))
@@ -416,9 +423,9 @@ struct KimiGpuShortConvKernels
     }
     args.append({B, T});
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-    // Threads: B ceil((T + K - 1) / kRows) C / width, for each member.
+    // Threads: B ceil((T + K - 1) / rows) C / width, for each member.
     Value tiles = arith::CeilDivUIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, T, c(spec.taps - 1)), c(kRows));
+        b, loc, arith::AddIOp::create(b, loc, T, c(spec.taps - 1)), c(spec.rows));
     Value threads = arith::MulIOp::create(
         b, loc, arith::MulIOp::create(b, loc, B, tiles),
         c(spec.channels / spec.width()));

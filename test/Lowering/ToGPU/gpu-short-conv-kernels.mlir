@@ -1,9 +1,9 @@
 // RUN: kimi-opt %s -split-input-file -kimi-gpu-short-conv-kernels -verify-diagnostics | FileCheck %s
 
 // A decode step's convolution with SiLU and a carried state: one launch
-// writes the output and the final state. Threads: B ceil((T + K - 1) / 8)
-// C / 4 = 1 * 1 * 16 = 16, one block of 256. B and T are run-time
-// arguments.
+// writes the output and the final state. A step of fewer than eight tokens
+// takes one row a thread: B (T + K - 1) C / 4 = 1 * 4 * 16 = 64 threads,
+// one block of 256. B and T are run-time arguments.
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @decode_step
 // CHECK-NOT: kimi.short_conv
@@ -15,13 +15,11 @@
 // CHECK: gpu.module @kimi_short_conv
 // CHECK: gpu.func @short_conv_0
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// Four channels a thread, the state and x rows each read 16 bytes at once:
-// a tile's eight rows and the three after them, each x row once, before
-// any result. Then per row of the tile an output (r < T) and a final-state
-// row (T <= r < T + 3).
-// CHECK: %[[TILES:.*]] = arith.divui %{{.*}}, %c8
-// CHECK: arith.remui %{{.*}}, %[[TILES]]
-// CHECK-COUNT-11: vector.load %arg0{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// Four channels a thread, the state and x rows each read 16 bytes at once,
+// all four x rows before any result; then the output (r < T) or a
+// final-state row (T <= r < T + 3).
+// CHECK-NOT: arith.divui %{{.*}}, %c8
+// CHECK-COUNT-4: vector.load %arg0{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // CHECK-NOT: vector.load %arg0
 // CHECK: memref.load %arg1
 // CHECK: scf.if
@@ -38,15 +36,27 @@ func.func @decode_step(%x: tensor<1x1x64xf32>, %w: tensor<64x1x4xf32>, %s: tenso
 
 // A whole prompt of run-time length without a state (zeros) and without
 // SiLU; an odd channel count goes one channel a thread. The two ops differ
-// in their specialisation: two kernels.
+// in their specialisation: two kernels. A thread takes a tile of eight rows
+// of the extended sequence: threads B ceil((T + 3) / 8) C. It reads the
+// tile's rows and the three after them, each x row once, before any
+// result, then per row of the tile an output (r < T) and a final-state row
+// (T <= r < T + 3).
 // CHECK-LABEL: func.func @prompt
 // CHECK: %[[T:.*]] = tensor.dim %arg0, %c1
+// CHECK: arith.ceildivui %{{.*}}, %c8
 // CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_0 {{.*}} args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<12xf32>, %{{.*}} : memref<?xf32>, %{{.*}} : memref<?xf32>, %c2{{.*}} : index, %[[T]] : index)
 // CHECK: gpu.launch_func  @kimi_short_conv::@short_conv_1
 // CHECK: gpu.module @kimi_short_conv
 // CHECK: gpu.func @short_conv_0
+// CHECK: %[[TILES:.*]] = arith.divui %{{.*}}, %c8
+// CHECK: arith.remui %{{.*}}, %[[TILES]]
+// CHECK-COUNT-11: vector.load %arg0{{.*}} : memref<?xf32>, vector<1xf32>
+// CHECK-NOT: vector.load %arg0
 // CHECK-NOT: math.exp
-// CHECK: memref<?xf32>, vector<1xf32>
+// CHECK: scf.if
+// CHECK: vector.store {{.*}}, %arg2
+// CHECK: scf.if
+// CHECK: vector.store {{.*}}, %arg3
 // CHECK: gpu.func @short_conv_1
 func.func @prompt(%x: tensor<2x?x3xf32>, %w: tensor<3x1x4xf32>, %y: tensor<2x?x4xf32>, %w2: tensor<4x1x4xf32>) -> (tensor<2x?x3xf32>, tensor<2x3x3xf32>, tensor<2x?x4xf32>) {
   %o, %f = kimi.short_conv %x, %w : tensor<2x?x3xf32>, tensor<3x1x4xf32> -> tensor<2x?x3xf32>, tensor<2x3x3xf32>
@@ -115,8 +125,8 @@ func.func @norms_that_stay(%x: tensor<1x1x256xf32>, %w: tensor<256x1x4xf32>) -> 
 // CHECK: return
 // CHECK: gpu.func @short_conv_0
 // CHECK: gpu.block_id  y
-// Two normalised members, one norm per row of a thread's tile of eight.
-// CHECK-COUNT-16: math.rsqrt
+// Two normalised members (one row a thread: a decode step).
+// CHECK-COUNT-2: math.rsqrt
 // CHECK-NOT: math.rsqrt
 // CHECK: gpu.return
 func.func @kda_layer_convolutions(%h: tensor<1x1x64xf32>, %wq: tensor<256x64xf32>, %wk: tensor<256x64xf32>, %wv: tensor<256x64xf32>, %c: tensor<256x1x4xf32>, %sq: tensor<1x3x256xf32>, %sk: tensor<1x3x256xf32>, %sv: tensor<1x3x256xf32>) -> (tensor<1x1x2x128xf32>, tensor<1x1x2x128xf32>, tensor<1x1x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>, tensor<1x3x256xf32>) {
