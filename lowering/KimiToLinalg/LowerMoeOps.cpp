@@ -472,6 +472,7 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
     // sum_e ceil(counts[e] / tr) <= (sum_e counts[e] + (tr - 1) E) / tr.
     SortedExpertTiles tiles;
     tiles.tiles = std::max<int64_t>(1, (R + (tr - 1) * E) / tr);
+    tiles.rows = R;
     auto i32c = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
       return arith::ConstantIntOp::create(nb, l, v, 32);
     };
@@ -551,12 +552,37 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
       Value off = asIndex(nb, l, tensor::ExtractOp::create(nb, l, offsets, ValueRange{e}));
       return SmallVector<Value>{arith::AddIOp::create(nb, l, off, r)};
     };
-    Value rows = memref::AllocOp::create(b, loc, MemRefType::get({R, W}, rowElement));
-    scatter(rows, rowAt);
-    Value sortedRows = bufferization::ToTensorOp::create(
-        b, loc, RankedTensorType::get({R, W}, rowElement), rows,
+    // The kernels read the tokens where they are: only each sorted row's
+    // token is scattered, token[offsets[e] + rank] = t.
+    Value token = memref::AllocOp::create(b, loc, MemRefType::get({R}, i32));
+    {
+      Value idsBuf = bufferOf(ids), rankBuf = bufferOf(rank), wtsBuf = bufferOf(wts);
+      scf::ParallelOp::create(
+          b, loc, ValueRange{c0, c0},
+          ValueRange{cIndex(b, loc, T), cIndex(b, loc, k)}, ValueRange{c1, c1},
+          [&](OpBuilder &pb, Location l, ValueRange iv) {
+            Value w = memref::LoadOp::create(pb, l, wtsBuf, iv);
+            scf::IfOp::create(
+                pb, l, dispatched(pb, l, w), [&](OpBuilder &ib, Location il) {
+                  Value e = asIndex(ib, il, memref::LoadOp::create(ib, il, idsBuf, iv));
+                  Value r = asIndex(ib, il, memref::LoadOp::create(ib, il, rankBuf, iv));
+                  memref::StoreOp::create(
+                      ib, il, arith::IndexCastOp::create(ib, il, i32, iv[0]), token,
+                      rowAt(ib, il, e, r));
+                  scf::YieldOp::create(ib, il);
+                });
+          });
+    }
+    tiles.token = bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get({R}, i32), token,
         /*restrict=*/true, /*writable=*/true);
-    Value h = kernels->glu(b, loc, sortedRows, tiles);
+    Value tokens = z;
+    if (typeOf(z).getElementType() != rowElement)
+      tokens = elementwise(b, loc, typeOf(z).clone(rowElement), z,
+                           [&](OpBuilder &nb, Location l, ValueRange a) {
+                             return a[0];
+                           });
+    Value h = kernels->glu(b, loc, tokens, tiles);
     Value y = kernels->down(b, loc, h, tiles);
     return gather(y, rowAt);
   }

@@ -29,6 +29,11 @@ void populateMoeLoweringPatterns(mlir::RewritePatternSet &patterns,
 struct SortedExpertTiles {
   mlir::Value expert, start, end;
   int64_t tiles = 0;
+  /// The sorted rows: T k.
+  int64_t rows = 0;
+  /// [T k] i32: the token of each sorted row (rows past the dispatched
+  /// slots: unwritten).
+  mlir::Value token;
 };
 /// Products of the token-sorted routed experts as kernels that read only
 /// the rows the experts hold: the dispatched slots' rows lie back to back
@@ -36,9 +41,10 @@ struct SortedExpertTiles {
 /// contractions instead batch over experts padded to the largest count).
 struct SortedExpertKernels {
   int64_t tileRows = 64;
-  /// act(gate, up) of the rows [T k, W]: [T k, I], f32 or bf16.
+  /// act(gate, up) of the sorted rows, row m being token `token[m]` of
+  /// `tokens` [T, W]: [T k, I], f32 or bf16.
   llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
-                                 mlir::Value rows, const SortedExpertTiles &)>
+                                 mlir::Value tokens, const SortedExpertTiles &)>
       glu;
   /// down of h [T k, I]: [T k, W] f32.
   llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,

@@ -36,7 +36,8 @@ std::string ExpertProductSpec::key() const {
   std::string k = "expert_product_e" + std::to_string(experts) + "_n" +
                   std::to_string(n) + "_k" + std::to_string(this->k) + "_t" +
                   std::to_string(terms) + (bf16Rows ? "_r16" : "") +
-                  (bf16Tables ? "_w16" : "_mx") + (bf16Out ? "_o16" : "");
+                  (bf16Tables ? "_w16" : "_mx") + (bf16Out ? "_o16" : "") +
+                  (gatherRows ? "_g" : "");
   if (glu)
     k += situ ? "_situ_" + std::to_string(beta) + "_" + std::to_string(linearBeta)
               : "_silu";
@@ -65,7 +66,7 @@ struct ExpertProductEmitter {
 
   KernelEmitter e;
   const ExpertProductSpec &s;
-  Value rows, tileExpert, tileStart, tileEnd, out;
+  Value rows, rowToken, tileExpert, tileStart, tileEnd, out;
   /// Per table: its bf16 values, or its MXFP4 codes and scales.
   SmallVector<Value, 2> values, scales;
 
@@ -123,8 +124,13 @@ struct ExpertProductEmitter {
       Value r = e.divu(piece, e.idx(kDepth / 4));
       Value c = e.mul(e.remu(piece, e.idx(kDepth / 4)), e.idx(4));
       Value valid = e.ult(e.add(m0, r), limit);
-      Value from = e.select(valid, e.add(rowBase, e.add(e.mul(r, e.idx(K)), c)),
-                            e.idx(0));
+      // Row m0 + r's first value: in expert order, or its token's.
+      Value rowStart = e.add(rowBase, e.mul(r, e.idx(K)));
+      if (s.gatherRows)
+        rowStart = e.mul(
+            e.toIndex(e.load(rowToken, e.select(valid, e.add(m0, r), e.idx(0)))),
+            e.idx(K));
+      Value from = e.select(valid, e.add(rowStart, c), e.idx(0));
       rowPieces.push_back({valid, from, e.add(e.mul(r, e.idx(kLd)), c), c});
     }
     for (int64_t u = 0; u < kTablePieces; ++u) {
@@ -315,7 +321,10 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   auto dyn = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
   Type f32 = b.getF32Type(), i8 = b.getI8Type(), bf16 = b.getBF16Type();
+  Type i32 = b.getI32Type();
   SmallVector<Type> args = {dyn(s.bf16Rows ? bf16 : f32)};
+  if (s.gatherRows)
+    args.push_back(dyn(i32));
   for (int t = 0; t < s.tables(); ++t) {
     if (s.bf16Tables) {
       args.push_back(dyn(bf16));
@@ -323,7 +332,6 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
       args.append({dyn(i8), dyn(i8)});
     }
   }
-  Type i32 = b.getI32Type();
   args.append({dyn(i32), dyn(i32), dyn(i32), dyn(s.bf16Out ? bf16 : f32)});
   auto fn = createKernel(b, loc, module, name, args,
                          {int32_t(kExpertProductThreads), 1, 1});
@@ -332,6 +340,8 @@ mlir::gpu::GPUFuncOp emitExpertProductKernel(OpBuilder &b, Location loc,
   Block &body = fn.getBody().front();
   unsigned a = 0;
   m.rows = body.getArgument(a++);
+  if (s.gatherRows)
+    m.rowToken = body.getArgument(a++);
   for (int t = 0; t < s.tables(); ++t) {
     m.values.push_back(body.getArgument(a++));
     m.scales.push_back(s.bf16Tables ? Value() : body.getArgument(a++));

@@ -41,6 +41,9 @@ struct ExpertProductSpec {
   double beta = 0, linearBeta = 0;
   /// The results are stored as bf16 (else f32).
   bool bf16Out = false;
+  /// Row m is row rowToken[m] of the rows buffer (the step's tokens, read
+  /// where they are instead of copied into expert order first).
+  bool gatherRows = false;
 
   int tables() const { return glu ? 2 : 1; }
   std::string key() const;
@@ -53,7 +56,8 @@ inline constexpr int64_t kExpertProductThreads = 256;
 /// Rows (of one expert's) and columns of one thread block's tile.
 inline constexpr int64_t kExpertProductTileM = 128, kExpertProductTileN = 64;
 
-/// `gpu.func @name(rows [R K] f32 or bf16, per table: its values (bf16
+/// `gpu.func @name(rows [R K] f32 or bf16 (gatherRows: [T K] and rowToken
+/// [R] i32), per table: its values (bf16
 /// [E N K]) or its codes [E N K/2] i8 and scales [E N K/32] i8; the tile
 /// table tileExpert, tileStart, tileEnd [tiles] i32, out [R N] f32 or
 /// bf16)`, grid (ceil(N / 64), tiles), 128 threads: row tile y is rows

@@ -84,6 +84,7 @@ struct KimiGpuRoutedExpertsKernels
       gluSpec.linearBeta = op.getLinearBetaAttr().getValueAsDouble();
     }
     gluSpec.bf16Out = bf16Products;
+    gluSpec.gatherRows = true;
     kimi::gpu::ExpertProductSpec downSpec = tableSpec(2);
     downSpec.bf16Rows = gluSpec.bf16Out;
     downSpec.terms = bf16Products ? 1 : 3;
@@ -114,6 +115,8 @@ struct KimiGpuRoutedExpertsKernels
             b, loc, kimi::gpu::flatInputBuffer(b, loc, tensor));
       };
       SmallVector<Value> args = {input(rows)};
+      if (s.gatherRows)
+        args.push_back(input(tiles.token));
       for (unsigned w : which) {
         if (!mxfp4) {
           args.push_back(input(tables[w]));
@@ -124,7 +127,7 @@ struct KimiGpuRoutedExpertsKernels
         args.append({input(t.packed), input(t.scales)});
       }
       Type outType = s.bf16Out ? b.getBF16Type() : b.getF32Type();
-      int64_t R = cast<RankedTensorType>(rows.getType()).getDimSize(0);
+      int64_t R = tiles.rows;
       SmallVector<OpFoldResult> sizes = {b.getIndexAttr(R), b.getIndexAttr(s.n)};
       Value result = kimi::gpu::allocFlatBuffer(b, loc, sizes, outType);
       args.append({input(tiles.expert), input(tiles.start), input(tiles.end),

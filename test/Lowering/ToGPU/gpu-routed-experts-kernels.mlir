@@ -180,7 +180,9 @@ func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>
 // (T k + 127 E) / 128 = (512 + 2032) / 128 = 19 entries (expert, first
 // row, end row), and no host read. The products run as the tensor-core
 // kernel, eight warps a block: grid (columns / 64, tiles), the codes and scales as i8 buffers, the tile
-// table, and the [T k, N] result. Gate and up are one launch that stores
+// table, and the [T k, N] result. Gate and up are one launch that reads
+// the tokens where they are (row m is token token[m]: only the token
+// indices are scattered) and stores
 // their GLU (bf16: down rounds its rows to bf16 anyway); down is another.
 // Per 32-deep step the kernel decodes 8 codes a word into a bf16 tile and
 // runs four mma.sync per warp, 16-deep half, row tile and table (bf16
@@ -190,9 +192,9 @@ func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>
 // CHECK-NOT: kimi.routed_experts
 // CHECK-NOT: call @kimi_host_read_i32
 // CHECK: linalg.generic {{.*}} outs(%{{.*}}, %{{.*}} : tensor<19xi32>, tensor<19xi32>)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %c19{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c256{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{.*}} : memref<?xf32>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xbf16>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %c19{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c256{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{[a-z0-9_]+}} : memref<?xf32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c4{{[_0-9]*}}, %c19{{[_0-9]*}}, %c1{{[_0-9]*}}) {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c4{{[_0-9]*}}, %c19{{[_0-9]*}}, %c1{{[_0-9]*}}) {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
 // CHECK: gpu.func @expert_product_0
 // CHECK: vector.load {{.*}} vector<4xf32>
 // CHECK: vector.bitcast {{.*}} : vector<4xi8> to vector<1xi32>
@@ -254,8 +256,8 @@ func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1
 // a piece as one term whatever bf16-products says; down reads the GLU as
 // bf16 (f32, in three terms, with bf16-products=false).
 // CHECK-LABEL: func.func @mxfp4_prefill_bf16
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi8>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xbf16>)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{.*}} : memref<?xbf16>,
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>,
 // CHECK: gpu.func @expert_product_0
 // CHECK: vector.load {{.*}} vector<4xbf16>
 // CHECK-COUNT-32: nvvm.mma.sync
@@ -280,8 +282,8 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 // kernels: each table piece is eight bf16 values read at once, nothing is
 // decoded, and the GLU is SiTU as K3 has it.
 // CHECK-LABEL: func.func @bf16_prefill
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xbf16>)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xbf16>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xi32>, %{{.*}} : memref<?xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
 // CHECK: gpu.func @expert_product_0
 // CHECK-NOT: vector.bitcast
 // CHECK: vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
