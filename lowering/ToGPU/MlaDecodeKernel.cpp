@@ -447,22 +447,24 @@ struct MlaDecodeEmitter {
     return r;
   }
 
-  /// The combine: block (column group, row, sequence) sums its kColumns
+  /// The combine: block (column group, row, sequence) sums its columns
   /// latent columns of one query row over the splits. Each of the block's
-  /// kGroups thread groups takes every kGroups-th split, kUnroll splits a
+  /// groups thread groups takes every groups-th split, kUnroll splits a
   /// trip with their loads issued together, and the groups meet in shared
   /// memory in order. The first trip's loads go out before the split maxima
   /// and sums are read and reduced, so that both wait for memory at once.
   void emitCombine(mlir::gpu::GPUModuleOp module, StringRef name, Value acc,
-                   Value mIn, Value lIn, Value mixed, Value TH, Value splits) {
+                   Value mIn, Value lIn, Value mixed, Value TH, Value splits,
+                   int64_t columns) {
     OpBuilder &b = e.b;
     Type f32 = b.getF32Type();
-    constexpr int64_t kColumns = kMlaDecodeCombineColumns;
-    constexpr int64_t kGroups = kMlaDecodeThreads / kColumns;
+    const int64_t groups = kMlaDecodeThreads / columns;
     constexpr int64_t kUnroll = 8;
     constexpr int64_t kPerThread = kMlaDecodeMaxSplits / kMlaDecodeThreads;
     static_assert(kMlaDecodeMaxSplits % kMlaDecodeThreads == 0 &&
-                      kMlaDecodeThreads % kColumns == 0,
+                      kMlaDecodeThreads % kMlaDecodeCombineColumns == 0 &&
+                      kMlaDecodeThreads % kMlaDecodeCombineWideColumns == 0 &&
+                      kMlaDecodeFewSplits <= kUnroll,
                   "the combine's split and column shares must divide evenly");
     Value weights = e.sharedBuffer(module, (name + "_weights").str(),
                                    kMlaDecodeMaxSplits, f32);
@@ -481,13 +483,13 @@ struct MlaDecodeEmitter {
     Value rowOf0 = e.add(e.mul(e.mul(seq, splits), padded), r);
     auto partRow = [&](Value split) { return e.add(rowOf0, e.mul(split, padded)); };
 
-    Value gi = e.divu(tid, e.idx(kColumns));
-    Value c = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kColumns)),
-                    e.remu(tid, e.idx(kColumns)));
-    Value inRow = R % kColumns ? e.ult(c, e.idx(R)) : Value();
+    Value gi = e.divu(tid, e.idx(columns));
+    Value c = e.add(e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(columns)),
+                    e.remu(tid, e.idx(columns)));
+    Value inRow = R % columns ? e.ult(c, e.idx(R)) : Value();
     Value col = inRow ? e.select(inRow, c, e.idx(0)) : c;
 
-    // One trip: this group's splits base + gi + u kGroups, loads first
+    // One trip: this group's splits base + gi + u groups, loads first
     // (clamped to split 0 past the end, and weighted by zero there).
     struct Term {
       Value valid, split, x;
@@ -495,7 +497,7 @@ struct MlaDecodeEmitter {
     auto tripLoads = [&](Value base) {
       SmallVector<Term> terms;
       for (int64_t u = 0; u < kUnroll; ++u) {
-        Value sIdx = e.add(base, e.add(gi, e.idx(u * kGroups)));
+        Value sIdx = e.add(base, e.add(gi, e.idx(u * groups)));
         Value valid = e.ult(sIdx, splits);
         Value at = e.select(valid, sIdx, e.idx(0));
         terms.push_back(
@@ -543,7 +545,7 @@ struct MlaDecodeEmitter {
     Value lAll = blockReduce(localSum, sumScratch, lane, warp, false);
 
     Value sum = tripSum(first, e.f32(0.0));
-    constexpr int64_t perTrip = kGroups * kUnroll;
+    const int64_t perTrip = groups * kUnroll;
     auto rest = scf::ForOp::create(b, e.loc, e.idx(perTrip), splits,
                                    e.idx(perTrip), ValueRange{sum});
     {
@@ -555,15 +557,15 @@ struct MlaDecodeEmitter {
     }
     e.store(rest.getResult(0), parts, tid);
     e.barrier();
-    Value write = e.ult(tid, e.idx(kColumns));
+    Value write = e.ult(tid, e.idx(columns));
     if (inRow)
       write = e.andI(write, inRow);
     auto writer = scf::IfOp::create(b, e.loc, write, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&writer.getThenRegion().front());
     Value total = e.load(parts, tid);
-    for (int64_t k = 1; k < kGroups; ++k)
-      total = e.fadd(total, e.load(parts, e.add(tid, e.idx(k * kColumns))));
+    for (int64_t k = 1; k < groups; ++k)
+      total = e.fadd(total, e.load(parts, e.add(tid, e.idx(k * columns))));
     Value positive = arith::CmpFOp::create(b, e.loc, arith::CmpFPredicate::OGT,
                                            lAll, e.f32(0.0));
     Value out = e.select(positive, e.fdiv(total, lAll), e.f32(0.0));
@@ -613,7 +615,11 @@ mlir::gpu::GPUFuncOp emitMlaDecodeSplitKernel(OpBuilder &b, Location loc,
 mlir::gpu::GPUFuncOp emitMlaDecodeCombineKernel(OpBuilder &b, Location loc,
                                                 mlir::gpu::GPUModuleOp module,
                                                 StringRef name,
-                                                const MlaDecodeShape &s) {
+                                                const MlaDecodeShape &s,
+                                                int64_t columns) {
+  assert((columns == kMlaDecodeCombineColumns ||
+          columns == kMlaDecodeCombineWideColumns) &&
+         "a combine block takes 16 or 256 columns");
   OpBuilder::InsertionGuard guard(b);
   Type f32 = b.getF32Type(), index = b.getIndexType();
   auto fn = createKernel(b, loc, module, name,
@@ -624,7 +630,7 @@ mlir::gpu::GPUFuncOp emitMlaDecodeCombineKernel(OpBuilder &b, Location loc,
   MlaDecodeEmitter em(b, loc, s);
   em.emitCombine(module, name, body.getArgument(0), body.getArgument(1),
                  body.getArgument(2), body.getArgument(3), body.getArgument(4),
-                 body.getArgument(5));
+                 body.getArgument(5), columns);
   return fn;
 }
 

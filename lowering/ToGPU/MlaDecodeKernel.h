@@ -63,9 +63,13 @@ inline constexpr int64_t kMlaDecodeTileKeys = 32;
 inline constexpr int64_t kMlaDecodeRows = 16;
 /// The combine kernel keeps one weight per split in shared memory.
 inline constexpr int64_t kMlaDecodeMaxSplits = 1024;
-/// Latent columns per combine block (its 256 threads are 16 groups of 16,
-/// each group a share of the splits).
+/// Latent columns per combine block when there are many splits (its 256
+/// threads are 16 groups of 16, each group a share of the splits), and
+/// when there are at most kMlaDecodeFewSplits (a batch fills the SMs with
+/// few splits a sequence: a thread a column, the splits in one trip).
 inline constexpr int64_t kMlaDecodeCombineColumns = 16;
+inline constexpr int64_t kMlaDecodeCombineWideColumns = 256;
+inline constexpr int64_t kMlaDecodeFewSplits = 8;
 
 /// Checks what the generators support; `why` names the field at fault.
 llvm::LogicalResult verifyMlaDecodeShape(const MlaDecodeShape &shape,
@@ -80,13 +84,15 @@ mlir::gpu::GPUFuncOp emitMlaDecodeSplitKernel(mlir::OpBuilder &b,
                                               llvm::StringRef name,
                                               const MlaDecodeShape &shape);
 
-/// Emits the combine kernel: grid (ceil(R / 16), T H, B), block 256.
+/// Emits the combine kernel: grid (ceil(R / columns), T H, B), block 256,
+/// `columns` kMlaDecodeCombineColumns or kMlaDecodeCombineWideColumns.
 /// Arguments: acc, m, l, mixed (memref<?xf32>), then T H, splits (index).
 mlir::gpu::GPUFuncOp emitMlaDecodeCombineKernel(mlir::OpBuilder &b,
                                                 mlir::Location loc,
                                                 mlir::gpu::GPUModuleOp module,
                                                 llvm::StringRef name,
-                                                const MlaDecodeShape &shape);
+                                                const MlaDecodeShape &shape,
+                                                int64_t columns);
 
 } // namespace kimi::gpu
 

@@ -304,11 +304,27 @@ struct KimiGpuMlaKernels
                                return kimi::gpu::emitMlaDecodeSplitKernel(
                                    mb, loc, m, "mla_decode_split_" + n, shape);
                              });
-    auto combine = kernels.get("decode_combine_" + std::to_string(shape.latent),
-                               [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
-                                 return kimi::gpu::emitMlaDecodeCombineKernel(
-                                     mb, loc, m, "mla_decode_combine_" + n, shape);
-                               });
+    // At most smCount / (B ceil(T H / 16)) splits (below): a batch whose
+    // blocks fill the SMs with a few splits each takes the wide combine, a
+    // thread a column (the narrow one's 16 groups of a block would mostly
+    // idle, and its blocks be 16 times as many).
+    int64_t fewestBlocks =
+        qType.isDynamicDim(0) || qType.isDynamicDim(1)
+            ? 1
+            : qType.getDimSize(0) *
+                  ((qType.getDimSize(1) * shape.heads + kimi::gpu::kMlaDecodeRows - 1) /
+                   kimi::gpu::kMlaDecodeRows);
+    const int64_t combineColumns =
+        smCount / std::max<int64_t>(1, fewestBlocks) <= kimi::gpu::kMlaDecodeFewSplits
+            ? kimi::gpu::kMlaDecodeCombineWideColumns
+            : kimi::gpu::kMlaDecodeCombineColumns;
+    auto combine = kernels.get(
+        "decode_combine_" + std::to_string(shape.latent) + "_c" +
+            std::to_string(combineColumns),
+        [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
+          return kimi::gpu::emitMlaDecodeCombineKernel(
+              mb, loc, m, "mla_decode_combine_" + n, shape, combineColumns);
+        });
 
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
     auto dimOf = [&](Value t, int64_t d) {
@@ -381,8 +397,7 @@ struct KimiGpuMlaKernels
     mlir::gpu::LaunchFuncOp::create(
         b, loc, combine,
         mlir::gpu::KernelDim3{
-            c((shape.latent + kimi::gpu::kMlaDecodeCombineColumns - 1) /
-              kimi::gpu::kMlaDecodeCombineColumns),
+            c((shape.latent + combineColumns - 1) / combineColumns),
             TH, B},
         mlir::gpu::KernelDim3{c(kimi::gpu::kMlaDecodeThreads), c(1), c(1)}, Value(),
         ValueRange{dynamic(partAcc), dynamic(partM), dynamic(partL), dynamic(mixed),

@@ -99,6 +99,25 @@ func.func @decode(%q: tensor<1x1x4x48xf32>, %cache: tensor<1x?x80xf32>, %kvb: te
 
 // -----
 
+// A batch of 64 one-token sequences: 64 blocks a split (4 heads: one row
+// tile each), so at most 132 / 64 = 2 splits. The combine then takes 256
+// columns a block, a thread a column with all splits in one trip (the
+// 16-column form's groups would mostly idle): grid (ceil(64 / 256) = 1,
+// T H, B).
+// CHECK-LABEL: func.func @decode_batch
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_split_0
+// CHECK: gpu.launch_func  @kimi_mla::@mla_decode_combine_0 blocks in (%c1{{.*}}, %{{.*}}, %c64{{.*}}) threads in (%c256{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.func @mla_decode_combine_0
+// CHECK-NOT: arith.divui %{{.*}}, %c16 : index
+// CHECK: math.exp2
+// CHECK: gpu.return
+func.func @decode_batch(%q: tensor<64x1x4x48xf32>, %cache: tensor<64x?x80xf32>, %kvb: tensor<256x64xf32>) -> tensor<64x1x4x32xf32> {
+  %o = kimi.mla_decode %q, %cache, %kvb scale(0.14433756729740643) : (tensor<64x1x4x48xf32>, tensor<64x?x80xf32>, tensor<256x64xf32>) -> tensor<64x1x4x32xf32>
+  return %o : tensor<64x1x4x32xf32>
+}
+
+// -----
+
 // The model's decode step over a padded cache: the new row is inserted
 // after the valid ones and the op reads lengths + 1 rows. The split kernel
 // reads the old cache and the row where they are (and the lengths), so the
