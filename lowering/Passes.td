@@ -510,7 +510,9 @@ def KimiGpuRoutedExpertsKernels
     decoded with their scale, exactly: an MXFP4 value has two significant
     bits) and the rows, then runs `mma.sync m16n8k16` with f32
     accumulation; the next step's global loads are issued before this
-    step's products. With `bf16-products` f32 rows are rounded to bf16 and
+    step's products. bf16 rows and bf16 tables (the default types) need no
+    register on the way: each step's pieces are `cp.async` copies into one
+    of two shared-memory stages. With `bf16-products` f32 rows are rounded to bf16 and
     the GLU is stored as bf16 (what down would round it to); without, each
     f32 row value is split into three bf16 terms (all 24 bits of its
     significand) and every product runs once per term, so the result is as
@@ -540,6 +542,7 @@ def KimiGpuRoutedExpertsKernels
     "::mlir::linalg::LinalgDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",

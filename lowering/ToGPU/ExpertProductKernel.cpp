@@ -6,7 +6,9 @@
 // (rows n, k contiguous; MXFP4 codes decoded with their scale), then each
 // warp runs mma.sync m16n8k16 over both 16-deep halves into f32
 // accumulators. The global loads of step s + 1 are issued before the
-// products of step s, so they are in flight while the tensor cores work.
+// products of step s, so they are in flight while the tensor cores work:
+// as cp.async copies into a second stage when rows and tables are bf16
+// (nothing to convert), else into registers.
 // A block's row tile is one expert's rows, from the step's tile table: the
 // rows of all experts lie back to back, with no padding, and the launch
 // covers a bound on the tiles (blocks past the last return at once).
@@ -20,6 +22,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -82,14 +85,20 @@ struct ExpertProductEmitter {
     Location loc = e.loc;
     Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
     const int tables = s.tables();
+    // bf16 rows and tables are copied into shared memory as they are, by
+    // cp.async into two stages (the next step's copies fly while this
+    // step's products run, in no registers); the others pass through
+    // registers to be split into terms or decoded.
+    const bool async = s.bf16Rows && s.bf16Tables && s.terms == 1;
+    const int64_t stages = async ? 2 : 1;
     SmallVector<Value, 3> aTiles;
     for (int t = 0; t < s.terms; ++t)
       aTiles.push_back(e.sharedBuffer(module, (name + "_a" + Twine(t)).str(),
-                                      kExpertProductTileM * kLd, bf16));
+                                      stages * kExpertProductTileM * kLd, bf16));
     SmallVector<Value, 2> bTiles;
     for (int t = 0; t < tables; ++t)
       bTiles.push_back(e.sharedBuffer(module, (name + "_b" + Twine(t)).str(),
-                                      kExpertProductTileN * kLd, bf16));
+                                      stages * kExpertProductTileN * kLd, bf16));
     Value tid = e.threadId(), lane = e.laneId();
     Value warp = e.divu(tid, e.idx(32));
     Value wm = e.divu(warp, e.idx(2)), wn = e.remu(warp, e.idx(2));
@@ -215,11 +224,119 @@ struct ExpertProductEmitter {
 
     // Accumulators: per table 8 m16n8 tiles of a warp's 32 x 32.
     const int64_t accPerTable = 8 * 4;
+    auto accOf = [&](ValueRange it) {
+      SmallVector<Acc> acc;
+      for (int64_t i = 0; i < tables * 8; ++i)
+        acc.push_back({it[4 * i], it[4 * i + 1], it[4 * i + 2], it[4 * i + 3]});
+      return acc;
+    };
+    // One staged step's products, the tiles' rows from aRow0 and bRow0.
+    auto products = [&](SmallVector<Acc> &acc, Value aRow0, Value bRow0) {
+      for (int64_t ks = 0; ks < kDepth; ks += 16) {
+        SmallVector<std::array<FragB, 4>, 2> bf(tables);
+        for (int t = 0; t < tables; ++t)
+          for (int64_t j = 0; j < 2; ++j) {
+            auto two = e.fragBRows(
+                bTiles[t], e.add(bRow0, e.add(e.mul(wn, e.idx(32)), e.idx(16 * j))),
+                kLd, e.idx(ks));
+            bf[t][2 * j] = two[0];
+            bf[t][2 * j + 1] = two[1];
+          }
+        // The smallest term first: it is added to the smallest sums.
+        for (int term = s.terms - 1; term >= 0; --term)
+          for (int64_t i = 0; i < 2; ++i) {
+            FragA a = e.fragA(
+                aTiles[term], e.add(aRow0, e.add(e.mul(wm, e.idx(32)), e.idx(16 * i))),
+                kLd, e.idx(ks));
+            for (int t = 0; t < tables; ++t)
+              for (int64_t nt = 0; nt < 4; ++nt) {
+                Acc &c = acc[t * 8 + 4 * i + nt];
+                c = e.mma(a, bf[t][nt], c);
+              }
+          }
+      }
+    };
+    auto flatten = [](ArrayRef<Acc> acc) {
+      SmallVector<Value> flat;
+      for (const Acc &a : acc)
+        flat.append(a.begin(), a.end());
+      return flat;
+    };
     SmallVector<Value> init(tables * accPerTable, e.f32(0.0));
-    SmallVector<Value> first = loadStep(e.idx(0));
-    init.append(first.begin(), first.end());
-    auto loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(steps), e.idx(1), init);
-    {
+    scf::ForOp loop;
+    if (async) {
+      // 16-byte pieces (eight values): rows' and each table's, their
+      // sources fixed but for the step's k; invalid rows copy 0 bytes and
+      // are zero-filled.
+      struct AsyncPiece { Value from, to, bytes; };
+      SmallVector<AsyncPiece> aPieces, bPieces;
+      for (int64_t u = 0; u < kExpertProductTileM * kDepth / 8 / kExpertProductThreads; ++u) {
+        Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
+        Value r = e.divu(piece, e.idx(kDepth / 8));
+        Value c = e.mul(e.remu(piece, e.idx(kDepth / 8)), e.idx(8));
+        Value valid = e.ult(e.add(m0, r), limit);
+        Value rowStart = e.add(rowBase, e.mul(r, e.idx(K)));
+        if (s.gatherRows)
+          rowStart = e.mul(
+              e.toIndex(e.load(rowToken, e.select(valid, e.add(m0, r), e.idx(0)))),
+              e.idx(K));
+        aPieces.push_back({e.select(valid, e.add(rowStart, c), e.idx(0)),
+                           e.add(e.mul(r, e.idx(kLd)), c),
+                           e.select(valid, e.idx(8), e.idx(0))});
+      }
+      for (int64_t u = 0; u < kExpertProductTileN * kDepth / 8 / kExpertProductThreads; ++u) {
+        Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
+        Value r = e.divu(piece, e.idx(kDepth / 8));
+        Value c = e.mul(e.remu(piece, e.idx(kDepth / 8)), e.idx(8));
+        Value valid = e.ult(e.add(n0, r), e.idx(N));
+        Value tableRow = e.select(valid, e.add(tableRow0, r), e.idx(0));
+        bPieces.push_back({e.add(e.mul(tableRow, e.idx(K)), c),
+                           e.add(e.mul(r, e.idx(kLd)), c),
+                           e.select(valid, e.idx(8), e.idx(0))});
+      }
+      auto asyncToken = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+      // Step kb's copies into stage `st`; returns their group.
+      auto issue = [&](Value kb, Value st) {
+        Value k0 = e.mul(kb, e.idx(kDepth));
+        SmallVector<Value> tokens;
+        auto copy = [&](Value dst, Value dstAt, Value src, Value srcAt, Value n) {
+          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, asyncToken, dst, ValueRange{dstAt}, src, ValueRange{srcAt},
+              b.getIndexAttr(8), n, b.getUnitAttr()));
+        };
+        Value aBase = e.mul(st, e.idx(kExpertProductTileM * kLd));
+        for (const AsyncPiece &p : aPieces)
+          copy(aTiles[0], e.add(aBase, p.to), rows, e.add(p.from, k0), p.bytes);
+        Value bBase = e.mul(st, e.idx(kExpertProductTileN * kLd));
+        for (int t = 0; t < tables; ++t)
+          for (const AsyncPiece &p : bPieces)
+            copy(bTiles[t], e.add(bBase, p.to), values[t], e.add(p.from, k0), p.bytes);
+        return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, asyncToken, tokens);
+      };
+      issue(e.idx(0), e.idx(0));
+      loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(steps), e.idx(1), init);
+      OpBuilder::InsertionGuard lg(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value kb = loop.getInductionVar();
+      Value st = e.remu(kb, e.idx(2));
+      // The next step's copies (the last step copies itself again: in
+      // bounds, drained below) go out before this step's wait, so one
+      // group stays in flight.
+      Value next = issue(e.minu(e.add(kb, e.idx(1)), e.idx(steps - 1)),
+                         e.sub(e.idx(1), st));
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, next, b.getI32IntegerAttr(1));
+      e.barrier();
+      SmallVector<Acc> acc = accOf(loop.getRegionIterArgs());
+      products(acc, e.mul(st, e.idx(kExpertProductTileM)),
+               e.mul(st, e.idx(kExpertProductTileN)));
+      // Every warp is done with stage st before the next trip's copies
+      // overwrite it.
+      e.barrier();
+      scf::YieldOp::create(b, loc, flatten(acc));
+    } else {
+      SmallVector<Value> first = loadStep(e.idx(0));
+      init.append(first.begin(), first.end());
+      loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(steps), e.idx(1), init);
       OpBuilder::InsertionGuard lg(b);
       b.setInsertionPointToStart(loop.getBody());
       Value kb = loop.getInductionVar();
@@ -232,38 +349,17 @@ struct ExpertProductEmitter {
       // unused) fly while this step's products run.
       SmallVector<Value> next =
           loadStep(e.minu(e.add(kb, e.idx(1)), e.idx(steps - 1)));
-
-      SmallVector<Acc> acc;
-      for (int64_t i = 0; i < tables * 8; ++i)
-        acc.push_back({it[4 * i], it[4 * i + 1], it[4 * i + 2], it[4 * i + 3]});
-      for (int64_t ks = 0; ks < kDepth; ks += 16) {
-        SmallVector<std::array<FragB, 4>, 2> bf(tables);
-        for (int t = 0; t < tables; ++t)
-          for (int64_t j = 0; j < 2; ++j) {
-            auto two = e.fragBRows(bTiles[t],
-                                   e.add(e.mul(wn, e.idx(32)), e.idx(16 * j)),
-                                   kLd, e.idx(ks));
-            bf[t][2 * j] = two[0];
-            bf[t][2 * j + 1] = two[1];
-          }
-        // The smallest term first: it is added to the smallest sums.
-        for (int term = s.terms - 1; term >= 0; --term)
-          for (int64_t i = 0; i < 2; ++i) {
-            FragA a = e.fragA(aTiles[term],
-                              e.add(e.mul(wm, e.idx(32)), e.idx(16 * i)), kLd,
-                              e.idx(ks));
-            for (int t = 0; t < tables; ++t)
-              for (int64_t nt = 0; nt < 4; ++nt) {
-                Acc &c = acc[t * 8 + 4 * i + nt];
-                c = e.mma(a, bf[t][nt], c);
-              }
-          }
-      }
-      SmallVector<Value> yielded;
-      for (const Acc &a : acc)
-        yielded.append(a.begin(), a.end());
+      SmallVector<Acc> acc = accOf(it);
+      products(acc, e.idx(0), e.idx(0));
+      SmallVector<Value> yielded = flatten(acc);
       yielded.append(next.begin(), next.end());
       scf::YieldOp::create(b, loc, yielded);
+    }
+    if (async) {
+      // The last trip's redundant copies land before the block ends.
+      Value drain = nvgpu::DeviceAsyncCreateGroupOp::create(
+          b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, drain, b.getI32IntegerAttr(0));
     }
 
     // Epilogue: two adjacent columns a register pair, rows within the

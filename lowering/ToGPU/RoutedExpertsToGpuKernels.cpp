@@ -14,6 +14,7 @@
 
 #include "dialects/Kimi/KimiOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace kimi {

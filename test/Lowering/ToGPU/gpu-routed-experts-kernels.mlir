@@ -278,16 +278,27 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 
 // -----
 
-// A prefill step's bf16 experts (the dense release type) run as the same
-// kernels: each table piece is eight bf16 values read at once, nothing is
-// decoded, and the GLU is SiTU as K3 has it.
+// A prefill step's bf16 experts (the dense release type) with bf16 tokens
+// run as the same kernels, but nothing needs a register on its way to
+// shared memory: each step's row and table pieces (eight bf16 values, 16
+// bytes) are cp.async copies into one of two stages, the next step's issued
+// before this step's products; rows past the tile's end copy 0 bytes (zero
+// fill). The GLU is SiTU as K3 has it.
 // CHECK-LABEL: func.func @bf16_prefill
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
 // CHECK: gpu.func @expert_product_0
 // CHECK-NOT: vector.bitcast
-// CHECK: vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_create_group
+// CHECK: scf.for
+// CHECK-COUNT-4: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK: gpu.barrier
 // CHECK-COUNT-32: nvvm.mma.sync
+// CHECK: gpu.barrier
+// CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK: math.tanh
 // CHECK: gpu.func @expert_product_1
 // EXACT-LABEL: func.func @bf16_prefill
