@@ -126,6 +126,15 @@ struct ExpertProductEmitter {
     // Where each piece comes from and goes, the same every step: rows past
     // the count and table rows past N read row 0 and are zeroed.
     // (`col`: a table piece's first k within the step.)
+    // Row m0 + r's first value (when valid): in expert order, or its
+    // token's.
+    auto rowStartOf = [&](Value r, Value valid) {
+      if (!s.gatherRows)
+        return e.add(rowBase, e.mul(r, e.idx(K)));
+      return e.mul(
+          e.toIndex(e.load(rowToken, e.select(valid, e.add(m0, r), e.idx(0)))),
+          e.idx(K));
+    };
     struct Piece { Value valid, from, to, col; };
     SmallVector<Piece> rowPieces, tablePieces;
     for (int64_t u = 0; u < kRowPieces; ++u) {
@@ -133,13 +142,7 @@ struct ExpertProductEmitter {
       Value r = e.divu(piece, e.idx(kDepth / 4));
       Value c = e.mul(e.remu(piece, e.idx(kDepth / 4)), e.idx(4));
       Value valid = e.ult(e.add(m0, r), limit);
-      // Row m0 + r's first value: in expert order, or its token's.
-      Value rowStart = e.add(rowBase, e.mul(r, e.idx(K)));
-      if (s.gatherRows)
-        rowStart = e.mul(
-            e.toIndex(e.load(rowToken, e.select(valid, e.add(m0, r), e.idx(0)))),
-            e.idx(K));
-      Value from = e.select(valid, e.add(rowStart, c), e.idx(0));
+      Value from = e.select(valid, e.add(rowStartOf(r, valid), c), e.idx(0));
       rowPieces.push_back({valid, from, e.add(e.mul(r, e.idx(kLd)), c), c});
     }
     for (int64_t u = 0; u < kTablePieces; ++u) {
@@ -275,12 +278,7 @@ struct ExpertProductEmitter {
         Value r = e.divu(piece, e.idx(kDepth / 8));
         Value c = e.mul(e.remu(piece, e.idx(kDepth / 8)), e.idx(8));
         Value valid = e.ult(e.add(m0, r), limit);
-        Value rowStart = e.add(rowBase, e.mul(r, e.idx(K)));
-        if (s.gatherRows)
-          rowStart = e.mul(
-              e.toIndex(e.load(rowToken, e.select(valid, e.add(m0, r), e.idx(0)))),
-              e.idx(K));
-        aPieces.push_back({e.select(valid, e.add(rowStart, c), e.idx(0)),
+        aPieces.push_back({e.select(valid, e.add(rowStartOf(r, valid), c), e.idx(0)),
                            e.add(e.mul(r, e.idx(kLd)), c),
                            e.select(valid, e.idx(8), e.idx(0))});
       }
