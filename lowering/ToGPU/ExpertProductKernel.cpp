@@ -137,7 +137,8 @@ struct ExpertProductEmitter {
     };
     struct Piece { Value valid, from, to, col; };
     SmallVector<Piece> rowPieces, tablePieces;
-    for (int64_t u = 0; u < kRowPieces; ++u) {
+    // (The cp.async path has pieces of its own, below.)
+    for (int64_t u = 0; u < (async ? 0 : kRowPieces); ++u) {
       Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
       Value r = e.divu(piece, e.idx(kDepth / 4));
       Value c = e.mul(e.remu(piece, e.idx(kDepth / 4)), e.idx(4));
@@ -145,7 +146,7 @@ struct ExpertProductEmitter {
       Value from = e.select(valid, e.add(rowStartOf(r, valid), c), e.idx(0));
       rowPieces.push_back({valid, from, e.add(e.mul(r, e.idx(kLd)), c), c});
     }
-    for (int64_t u = 0; u < kTablePieces; ++u) {
+    for (int64_t u = 0; u < (async ? 0 : kTablePieces); ++u) {
       Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
       Value r = e.divu(piece, e.idx(kDepth / 8));
       Value part = e.remu(piece, e.idx(kDepth / 8));
