@@ -512,7 +512,10 @@ def KimiGpuRoutedExpertsKernels
     accumulation; the next step's global loads are issued before this
     step's products. bf16 rows and bf16 tables (the default types) need no
     register on the way: each step's pieces are `cp.async` copies into one
-    of two shared-memory stages. With `bf16-products` f32 rows are rounded to bf16 and
+    of four stages of dynamic shared memory (80 KiB for gate and up), three
+    steps ahead of the products, so that a batch of decode tokens (a few
+    rows an expert, little arithmetic between loads) still streams the
+    tables at HBM speed. With `bf16-products` f32 rows are rounded to bf16 and
     the GLU is stored as bf16 (what down would round it to); without, each
     f32 row value is split into three bf16 terms (all 24 bits of its
     significand) and every product runs once per term, so the result is as

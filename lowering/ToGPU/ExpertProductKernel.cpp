@@ -5,10 +5,12 @@
 // split into `terms` bf16 tiles, and each table's slice as a bf16 tile
 // (rows n, k contiguous; MXFP4 codes decoded with their scale), then each
 // warp runs mma.sync m16n8k16 over both 16-deep halves into f32
-// accumulators. The global loads of step s + 1 are issued before the
-// products of step s, so they are in flight while the tensor cores work:
-// as cp.async copies into a second stage when rows and tables are bf16
-// (nothing to convert), else into registers.
+// accumulators. Later steps' global loads are issued before the products
+// of step s, so they are in flight while the tensor cores work: when rows
+// and tables are bf16 (nothing to convert), as cp.async copies of the next
+// kExpertProductAsyncStages - 1 steps into stages of dynamic shared memory
+// (what keeps HBM busy when a batch of decode tokens gives each expert a
+// few rows); else the next step's, into registers.
 // A block's row tile is one expert's rows, from the step's tile table: the
 // rows of all experts lie back to back, with no padding, and the launch
 // covers a bound on the tiles (blocks past the last return at once).
@@ -62,6 +64,20 @@ std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
 }
 
 namespace {
+/// bf16 rows and tables go to shared memory as they are, by cp.async.
+bool usesAsyncCopies(const ExpertProductSpec &s) {
+  return s.bf16Rows && s.bf16Tables && s.terms == 1;
+}
+} // namespace
+
+int64_t expertProductSharedBytes(const ExpertProductSpec &s) {
+  if (!usesAsyncCopies(s))
+    return 0;
+  return kExpertProductAsyncStages * 2 *
+         (kExpertProductTileM + s.tables() * kExpertProductTileN) * kLd;
+}
+
+namespace {
 
 struct ExpertProductEmitter {
   ExpertProductEmitter(OpBuilder &b, Location loc, const ExpertProductSpec &s)
@@ -86,19 +102,29 @@ struct ExpertProductEmitter {
     Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
     const int tables = s.tables();
     // bf16 rows and tables are copied into shared memory as they are, by
-    // cp.async into two stages (the next step's copies fly while this
-    // step's products run, in no registers); the others pass through
-    // registers to be split into terms or decoded.
-    const bool async = s.bf16Rows && s.bf16Tables && s.terms == 1;
-    const int64_t stages = async ? 2 : 1;
+    // cp.async into kExpertProductAsyncStages stages of dynamic shared
+    // memory (later steps' copies fly while this step's products run, in
+    // no registers); the others pass through registers to be split into
+    // terms or decoded, one static stage.
+    const bool async = usesAsyncCopies(s);
+    const int64_t stages = async ? kExpertProductAsyncStages : 1;
     SmallVector<Value, 3> aTiles;
-    for (int t = 0; t < s.terms; ++t)
-      aTiles.push_back(e.sharedBuffer(module, (name + "_a" + Twine(t)).str(),
-                                      stages * kExpertProductTileM * kLd, bf16));
     SmallVector<Value, 2> bTiles;
-    for (int t = 0; t < tables; ++t)
-      bTiles.push_back(e.sharedBuffer(module, (name + "_b" + Twine(t)).str(),
-                                      stages * kExpertProductTileN * kLd, bf16));
+    if (async) {
+      const int64_t aElems = stages * kExpertProductTileM * kLd,
+                    bElems = stages * kExpertProductTileN * kLd;
+      aTiles.push_back(e.dynamicSharedBuffer(0, aElems, bf16));
+      for (int t = 0; t < tables; ++t)
+        bTiles.push_back(
+            e.dynamicSharedBuffer(2 * (aElems + t * bElems), bElems, bf16));
+    } else {
+      for (int t = 0; t < s.terms; ++t)
+        aTiles.push_back(e.sharedBuffer(module, (name + "_a" + Twine(t)).str(),
+                                        kExpertProductTileM * kLd, bf16));
+      for (int t = 0; t < tables; ++t)
+        bTiles.push_back(e.sharedBuffer(module, (name + "_b" + Twine(t)).str(),
+                                        kExpertProductTileN * kLd, bf16));
+    }
     Value tid = e.threadId(), lane = e.laneId();
     Value warp = e.divu(tid, e.idx(32));
     Value wm = e.divu(warp, e.idx(2)), wn = e.remu(warp, e.idx(2));
@@ -294,14 +320,19 @@ struct ExpertProductEmitter {
                            e.select(valid, e.idx(8), e.idx(0))});
       }
       auto asyncToken = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-      // Step kb's copies into stage `st`; returns their group.
-      auto issue = [&](Value kb, Value st) {
-        Value k0 = e.mul(kb, e.idx(kDepth));
+      // Step kb's copies into stage kb mod stages; returns their group. A
+      // step past the last copies nothing (its group still counts, so
+      // every trip waits for the same number of groups).
+      auto issue = [&](Value kb) {
+        Value inRange = e.ult(kb, e.idx(steps));
+        Value st = e.remu(kb, e.idx(stages));
+        Value k0 = e.mul(e.minu(kb, e.idx(steps - 1)), e.idx(kDepth));
         SmallVector<Value> tokens;
         auto copy = [&](Value dst, Value dstAt, Value src, Value srcAt, Value n) {
           tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
               b, loc, asyncToken, dst, ValueRange{dstAt}, src, ValueRange{srcAt},
-              b.getIndexAttr(8), n, b.getUnitAttr()));
+              b.getIndexAttr(8), e.select(inRange, n, e.idx(0)),
+              b.getUnitAttr()));
         };
         Value aBase = e.mul(st, e.idx(kExpertProductTileM * kLd));
         for (const AsyncPiece &p : aPieces)
@@ -312,25 +343,25 @@ struct ExpertProductEmitter {
             copy(bTiles[t], e.add(bBase, p.to), values[t], e.add(p.from, k0), p.bytes);
         return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, asyncToken, tokens);
       };
-      issue(e.idx(0), e.idx(0));
+      // Steps 0 .. stages - 2 first; trip kb waits for step kb's group
+      // (stages - 2 later ones may still fly), then issues step kb +
+      // stages - 1 into the stage trip kb - 1 read: the barrier between
+      // them orders every warp's reads of it before the copies.
+      Value last;
+      for (int64_t st = 0; st + 1 < stages; ++st)
+        last = issue(e.idx(st));
       loop = scf::ForOp::create(b, loc, e.idx(0), e.idx(steps), e.idx(1), init);
       OpBuilder::InsertionGuard lg(b);
       b.setInsertionPointToStart(loop.getBody());
       Value kb = loop.getInductionVar();
-      Value st = e.remu(kb, e.idx(2));
-      // The next step's copies (the last step copies itself again: in
-      // bounds, drained below) go out before this step's wait, so one
-      // group stays in flight.
-      Value next = issue(e.minu(e.add(kb, e.idx(1)), e.idx(steps - 1)),
-                         e.sub(e.idx(1), st));
-      nvgpu::DeviceAsyncWaitOp::create(b, loc, next, b.getI32IntegerAttr(1));
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, last,
+                                       b.getI32IntegerAttr(stages - 2));
       e.barrier();
+      issue(e.add(kb, e.idx(stages - 1)));
+      Value st = e.remu(kb, e.idx(stages));
       SmallVector<Acc> acc = accOf(loop.getRegionIterArgs());
       products(acc, e.mul(st, e.idx(kExpertProductTileM)),
                e.mul(st, e.idx(kExpertProductTileN)));
-      // Every warp is done with stage st before the next trip's copies
-      // overwrite it.
-      e.barrier();
       scf::YieldOp::create(b, loc, flatten(acc));
     } else {
       SmallVector<Value> first = loadStep(e.idx(0));
@@ -355,7 +386,7 @@ struct ExpertProductEmitter {
       scf::YieldOp::create(b, loc, yielded);
     }
     if (async) {
-      // The last trip's redundant copies land before the block ends.
+      // The last trips' empty groups complete before the block ends.
       Value drain = nvgpu::DeviceAsyncCreateGroupOp::create(
           b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
       nvgpu::DeviceAsyncWaitOp::create(b, loc, drain, b.getI32IntegerAttr(0));

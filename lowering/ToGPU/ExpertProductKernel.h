@@ -55,13 +55,24 @@ std::string verifyExpertProductSpec(const ExpertProductSpec &s);
 inline constexpr int64_t kExpertProductThreads = 256;
 /// Rows (of one expert's) and columns of one thread block's tile.
 inline constexpr int64_t kExpertProductTileM = 128, kExpertProductTileN = 64;
+/// Shared-memory stages of the cp.async path (bf16 rows and tables): the
+/// copies of the next stages - 1 steps are in flight while a step's
+/// products run. A batch of decode tokens gives each expert a few rows, so
+/// its blocks stream their tables with little arithmetic between loads and
+/// need several steps in flight to keep HBM busy.
+inline constexpr int64_t kExpertProductAsyncStages = 4;
+
+/// The dynamic shared memory `s`'s kernel is launched with (bytes; 0 when
+/// its tiles are static shared memory).
+int64_t expertProductSharedBytes(const ExpertProductSpec &s);
 
 /// `gpu.func @name(rows [R K] f32 or bf16 (gatherRows: [T K] and rowToken
 /// [R] i32), per table: its values (bf16
 /// [E N K]) or its codes [E N K/2] i8 and scales [E N K/32] i8; the tile
 /// table tileExpert, tileStart, tileEnd [tiles] i32, out [R N] f32 or
-/// bf16)`, grid (ceil(N / 64), tiles), 128 threads: row tile y is rows
-/// tileStart[y] .. tileEnd[y] (at most 64; none past the last tile) of
+/// bf16)`, grid (ceil(N / 64), tiles), 256 threads and
+/// expertProductSharedBytes(s) of dynamic shared memory: row tile y is rows
+/// tileStart[y] .. tileEnd[y] (at most 128; none past the last tile) of
 /// expert tileExpert[y], and out gets those rows (the others are not
 /// written).
 mlir::gpu::GPUFuncOp emitExpertProductKernel(mlir::OpBuilder &b,

@@ -118,6 +118,20 @@ Value KernelEmitter::sharedBuffer(mlir::gpu::GPUModuleOp module, StringRef name,
   return memref::GetGlobalOp::create(b, loc, memrefType, name);
 }
 
+Value KernelEmitter::dynamicSharedBuffer(int64_t byteOffset, int64_t elements,
+                                         Type type) {
+  auto workgroup = mlir::gpu::AddressSpaceAttr::get(
+      b.getContext(), mlir::gpu::AddressSpace::Workgroup);
+  Value bytes = mlir::gpu::DynamicSharedMemoryOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                      MemRefLayoutAttrInterface{}, workgroup));
+  return memref::ViewOp::create(
+      b, loc,
+      MemRefType::get({elements}, type, MemRefLayoutAttrInterface{}, workgroup),
+      bytes, idx(byteOffset), ValueRange{});
+}
+
 Value KernelEmitter::sharedPtr(Value memref, Value elementOffset, Type type) {
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
   Value asInt = arith::IndexCastOp::create(b, loc, b.getI64Type(), base);

@@ -97,6 +97,12 @@ public:
   /// `module` and fetched with `memref.get_global`.
   mlir::Value sharedBuffer(mlir::gpu::GPUModuleOp module, llvm::StringRef name,
                            int64_t elements, mlir::Type type);
+  /// `elements` values of `type` at byte `byteOffset` of the block's
+  /// dynamic shared memory (`gpu.dynamic_shared_memory` viewed by
+  /// `memref.view`): the launch passes the bytes, which may exceed the 48
+  /// KiB that static shared memory is limited to.
+  mlir::Value dynamicSharedBuffer(int64_t byteOffset, int64_t elements,
+                                  mlir::Type type);
   /// The `!llvm.ptr<3>` to element `elementOffset` (i32) of a shared
   /// memref of element type `type`.
   mlir::Value sharedPtr(mlir::Value memref, mlir::Value elementOffset,

@@ -137,10 +137,13 @@ struct KimiGpuRoutedExpertsKernels
           c((s.n + kimi::gpu::kExpertProductTileN - 1) /
             kimi::gpu::kExpertProductTileN),
           c(tiles.tiles), c(1)};
+      const int64_t shared = kimi::gpu::expertProductSharedBytes(s);
       mlir::gpu::LaunchFuncOp::create(
           b, loc, kernel, grid,
           mlir::gpu::KernelDim3{c(kimi::gpu::kExpertProductThreads), c(1), c(1)},
-          Value(), args);
+          shared ? Value(arith::ConstantIntOp::create(b, loc, shared, 32))
+                 : Value(),
+          args);
       return kimi::gpu::tensorOfFlatBuffer(
           b, loc, result, RankedTensorType::get({R, s.n}, outType), sizes);
     };

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -270,6 +271,9 @@ struct GpuModelExecutable::Shim {
   // programmatic stream serialization, so that each one's launch overlaps
   // the end of the kernel before it (KIMI_GPU_PDL=0 turns it off).
   bool programmaticLaunch = false;
+  // Kernels allowed their dynamic shared memory above the default 48 KiB
+  // (cuFuncSetAttribute once each, before their first launch), and how much.
+  std::map<void *, int32_t> sharedOptIn;
 
   int32_t fail(Status s) {
     if (error.isOk())
@@ -322,6 +326,27 @@ struct GpuModelExecutable::Shim {
           std::to_string(bx) + ", " + std::to_string(by) + ", " +
           std::to_string(bz) + ") exceeds the hardware limits"));
     const CudaDriver &d = s.device->driver();
+    if (smem > 48 * 1024) {
+      int32_t &allowed = s.sharedOptIn[function];
+      if (allowed < smem) {
+        auto it = s.profile.names.find(function);
+        const std::string name =
+            it == s.profile.names.end() ? "a kernel" : "kernel '" + it->second + "'";
+        if (smem > s.device->maxSharedMemoryOptin())
+          return s.fail(executionError(
+              name + " needs " + std::to_string(smem) +
+              " bytes of dynamic shared memory; the device allows at most " +
+              std::to_string(s.device->maxSharedMemoryOptin())));
+        Status st = d.check(
+            d.cuFuncSetAttribute(static_cast<cuda::CUfunction>(function),
+                                 cuda::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 smem),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+        if (!st.isOk())
+          return s.fail(std::move(st));
+        allowed = smem;
+      }
+    }
     auto go = [&] {
       cuda::CudaLaunchAttribute overlap;
       overlap.id = cuda::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
