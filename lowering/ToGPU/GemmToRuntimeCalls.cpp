@@ -279,6 +279,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       SmallVector<Value> r(extras.begin(), extras.end());
       if (second)
         r.push_back(second.getDpsInputs()[1]);
+      if (spec.k1 > 0)
+        r.push_back(second.getDpsInputs()[0]);
       return r;
     }
     SmallVector<Value> fusedWrites() const {
@@ -442,9 +444,10 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   }
 
   /// Binds the operands of `g` for candidate `i` (whose output is `c`):
-  /// the candidate's sums, at most one later candidate's output (its pair),
+  /// the candidate's sums, at most one other candidate's output (its pair:
+  /// a later one, else an earlier one, which then runs at the candidate),
   /// or extra buffers read at the output's index (an init the body reads
-  /// is one too). False when two later candidates' outputs are read.
+  /// is one too). False when two other candidates' outputs are read.
   static bool bindEpilogue(linalg::GenericOp g, Value c,
                            ArrayRef<GemvCandidate> gemvs, size_t i,
                            ArrayRef<bool> dropped, kimi::gpu::GemvEpilogue &ep,
@@ -471,6 +474,13 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       for (size_t j = i + 1; j < gemvs.size() && !other; ++j)
         if (!dropped[j] && sameView(gemvs[j].op.getDpsInits()[0]))
           other = j;
+      // An earlier one pairs only where it can run at the candidate; else
+      // its output is an extra buffer like any other.
+      for (size_t j = 0; j < i && !other; ++j)
+        if (!dropped[j] && sameView(gemvs[j].op.getDpsInits()[0]) &&
+            pairable(gemvs[i].spec, gemvs[j].spec) &&
+            earlierPairRunsLater(gemvs[j], gemvs[i].op))
+          other = j;
       if (other) {
         if (partner && *partner != *other)
           return false;
@@ -483,6 +493,29 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       if (at == extras.end())
         extras.push_back(v);
     }
+    return true;
+  }
+
+  /// Whether `b` can be the second product of `a`'s launch (alone, of the
+  /// same output shape and types; inputs are checked where they are).
+  static bool pairable(const kimi::gpu::GemvKernelSpec &a,
+                       const kimi::gpu::GemvKernelSpec &b) {
+    return a.m == b.m && a.n == b.n && a.ldc == b.ldc &&
+           a.rowsPerWarp == b.rowsPerWarp && a.accumulate == b.accumulate &&
+           a.bf16Weights == b.bf16Weights &&
+           a.bf16Activations == b.bf16Activations && a.weights == 1 &&
+           b.weights == 1 && !b.epilogue && a.batch == 1 && b.batch == 1;
+  }
+
+  /// Whether `pair`, a product before `p`, may run at `p` instead: nothing
+  /// between them writes what it reads or touches its output.
+  static bool earlierPairRunsLater(const GemvCandidate &pair, Operation *p) {
+    Value input = viewRoot(pair.op.getDpsInputs()[0]),
+          weight = viewRoot(pair.op.getDpsInputs()[1]),
+          out = viewRoot(pair.op.getDpsInits()[0]);
+    for (Operation *x = pair.op->getNextNode(); x && x != p; x = x->getNextNode())
+      if (mayWrite(x, input) || mayWrite(x, weight) || mayUse(x, out))
+        return false;
     return true;
   }
 
@@ -521,20 +554,23 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         continue;
       Value out = g.getDpsInits()[0], outRoot = viewRoot(out);
       GemvCandidate *pair = partner ? &gemvs[*partner] : nullptr;
+      // The pair reads the candidate's vector A (a gate and up pair), or
+      // its own (ownInput: two products whose sums the op adds).
+      bool ownInput = false;
       if (pair) {
         const kimi::gpu::GemvKernelSpec &a = cand.spec, &b = pair->spec;
         Operation *q = pair->op;
         Value qRoot = viewRoot(pair->op.getDpsInits()[0]);
+        const bool sameInput =
+            viewRoot(pair->op.getDpsInputs()[0]) ==
+                viewRoot(cand.op.getDpsInputs()[0]) &&
+            staticOffset(pair->op.getDpsInputs()[0]) ==
+                staticOffset(cand.op.getDpsInputs()[0]) &&
+            a.k == b.k && a.lda == b.lda && a.ldb == b.ldb;
+        ownInput = !sameInput;
         if (q->getBlock() != p->getBlock() || !q->isBeforeInBlock(g) ||
-            !qRoot.getDefiningOp<memref::AllocOp>() ||
-            viewRoot(pair->op.getDpsInputs()[0]) != viewRoot(cand.op.getDpsInputs()[0]) ||
-            staticOffset(pair->op.getDpsInputs()[0]) !=
-                staticOffset(cand.op.getDpsInputs()[0]) ||
-            a.m != b.m || a.n != b.n || a.k != b.k || a.lda != b.lda ||
-            a.ldb != b.ldb || a.ldc != b.ldc || a.rowsPerWarp != b.rowsPerWarp ||
-            a.accumulate != b.accumulate || a.bf16Weights != b.bf16Weights ||
-            b.weights != 1 || b.epilogue ||
-            a.batch != 1 || b.batch != 1)
+            (q->isBeforeInBlock(p) && !earlierPairRunsLater(*pair, p)) ||
+            !qRoot.getDefiningOp<memref::AllocOp>() || !pairable(a, b))
           continue;
       }
       // Everything the fused op needs must exist where the product runs.
@@ -545,7 +581,9 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       if (pair)
         hoistable = hoistable &&
                     hoistableChain(pair->op.getDpsInputs()[1], p, chain) &&
-                    hoistableChain(pair->op.getDpsInits()[0], p, chain);
+                    hoistableChain(pair->op.getDpsInits()[0], p, chain) &&
+                    (!ownInput ||
+                     hoistableChain(pair->op.getDpsInputs()[0], p, chain));
       if (!hoistable)
         continue;
       // Nothing between the product and the fused op may see the outputs
@@ -554,6 +592,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       Value aRoot = viewRoot(cand.op.getDpsInputs()[0]);
       Value qRoot = pair ? viewRoot(pair->op.getDpsInits()[0]) : Value();
       Value qWeight = pair ? viewRoot(pair->op.getDpsInputs()[1]) : Value();
+      Value qInput = ownInput ? viewRoot(pair->op.getDpsInputs()[0]) : aRoot;
       bool clear = true;
       for (Operation *x = p->getNextNode(); x != g.getOperation() && clear;
            x = x->getNextNode()) {
@@ -568,12 +607,13 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         if (pair && clear) {
           clear = !mayUse(x, qRoot);
           if (x->isBeforeInBlock(pair->op))
-            clear = clear && !mayWrite(x, aRoot) && !mayWrite(x, qWeight);
+            clear = clear && !mayWrite(x, aRoot) && !mayWrite(x, qWeight) &&
+                    !mayWrite(x, qInput);
         }
       }
       // The fused op reads no output of the launch but its own sums, and
       // writes nothing the launch's other warps read.
-      clear = clear && !mayAlias(outRoot, aRoot);
+      clear = clear && !mayAlias(outRoot, aRoot) && !mayAlias(outRoot, qInput);
       for (Value e : extras)
         clear = clear && !mayAlias(viewRoot(e), cRoot) &&
                 !(pair && mayAlias(viewRoot(e), qRoot));
@@ -606,6 +646,11 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         def->moveBefore(p);
       if (pair) {
         cand.spec.weights = 2;
+        if (ownInput) {
+          cand.spec.k1 = pair->spec.k;
+          cand.spec.lda1 = pair->spec.lda;
+          cand.spec.ldb1 = pair->spec.ldb;
+        }
         cand.second = pair->op;
         cand.secondFill = pair->fill;
         dropped[*partner] = true;
@@ -903,6 +948,10 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     spec.kSplit = kimi::gpu::chooseGemvKSplit(
         rows, spec.products.front().k, spec.products.front().rowsPerWarp,
         32 * smCount);
+    // A second vector's k1 must split into the same shares.
+    for (const kimi::gpu::GemvKernelSpec &p : spec.products)
+      while (spec.kSplit > 1 && p.k1 % (spec.kSplit * 4) != 0)
+        spec.kSplit /= 2;
     std::string name = "gemv_" + spec.key();
     mlir::gpu::GPUFuncOp fn =
         kernels.get(spec.identity(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {
@@ -942,6 +991,8 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         for (Value x : g.extras)
           args.push_back(flat(x));
       }
+      if (g.spec.k1 > 0)
+        args.push_back(flat(g.second.getDpsInputs()[0]));
     }
     auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
     mlir::gpu::LaunchFuncOp::create(

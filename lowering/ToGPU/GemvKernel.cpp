@@ -36,6 +36,9 @@ std::string GemvKernelSpec::key() const {
          std::to_string(ldc) + "_r" + std::to_string(rowsPerWarp) +
          (bf16Weights ? "_bf16" : "") + (bf16Activations ? "_a16" : "") +
          (accumulate ? "_acc" : "") + (weights == 2 ? "_x2" : "") +
+         (k1 > 0 ? "_a1k" + std::to_string(k1) + "_" + std::to_string(lda1) +
+                       "_" + std::to_string(ldb1)
+                 : "") +
          (batch > 1 ? "_b" + std::to_string(batch) + "x" +
                           std::to_string(batchA) + "x" +
                           std::to_string(batchB) + "x" + std::to_string(batchC)
@@ -46,7 +49,8 @@ std::string GemvKernelSpec::key() const {
 }
 
 int64_t GemvKernelSpec::bufferArgs() const {
-  return 2 * weights + (epilogue ? 1 + int64_t(epilogue->ldExtra.size()) : 0);
+  return 2 * weights + (epilogue ? 1 + int64_t(epilogue->ldExtra.size()) : 0) +
+         (k1 > 0 ? 1 : 0);
 }
 
 std::string GemvGroupSpec::identity() const {
@@ -101,6 +105,12 @@ LogicalResult verifyGemvGroupSpec(const GemvGroupSpec &group, std::string &why) 
           std::to_string(group.kSplit) + " shares of 16-byte pieces";
     return failure();
   }
+  for (const GemvKernelSpec &p : group.products)
+    if (p.k1 % (group.kSplit * 4) != 0) {
+      why = "k1 = " + std::to_string(p.k1) + " does not split into " +
+            std::to_string(group.kSplit) + " shares of 16-byte pieces";
+      return failure();
+    }
   for (size_t i = 0; i < group.products.size(); ++i) {
     const GemvKernelSpec &p = group.products[i];
     if (failed(verifyGemvKernelSpec(p, why))) {
@@ -134,6 +144,13 @@ LogicalResult verifyGemvKernelSpec(const GemvKernelSpec &spec, std::string &why)
     why = "batch strides of A and B must be multiples of 4 (16-byte loads)";
   else if (spec.weights != 1 && spec.weights != 2)
     why = "weights = " + std::to_string(spec.weights) + " is not 1 or 2";
+  else if (spec.k1 < 0 || (spec.k1 > 0 && spec.weights != 2))
+    why = "a second vector (k1 = " + std::to_string(spec.k1) +
+          ") needs a second weight";
+  else if (spec.k1 > 0 && (spec.k1 % 4 != 0 || spec.lda1 % 4 != 0 ||
+                           spec.ldb1 % 4 != 0 || spec.batch != 1))
+    why = "the second vector's k1, lda1 and ldb1 must be multiples of 4 "
+          "(16-byte loads), and a batch has none";
   else if (const std::optional<GemvEpilogue> &ep = spec.epilogue) {
     if (ep->batchExtra.size() != ep->ldExtra.size() ||
         ep->extraTypes.size() != ep->ldExtra.size())
@@ -365,6 +382,8 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
       for (Type t : p.epilogue->extraTypes)
         argTypes.push_back(gemvBufferType(ctx, t));
     }
+    if (p.k1 > 0)
+      argTypes.push_back(argTypes.front()); // A1, of A's type
   }
   GPUFuncOpAndEmitter k(b, loc, module, name, argTypes,
                         {static_cast<int32_t>(kGemvThreads), 1, 1});
@@ -417,14 +436,42 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     // Every (m, j, r): row r of weight j (loaded once) times row m of A;
     // output index (m W + j) R + r.
     SmallVector<WarpDotRow> dots;
+    const int64_t sharedW = spec.k1 > 0 ? 1 : W;
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t j = 0; j < W; ++j)
+      for (int64_t j = 0; j < sharedW; ++j)
         for (int64_t r = 0; r < R; ++r)
           dots.push_back({Bs[j], rowBase[r], static_cast<unsigned>(m)});
     // Loads in flight per lane and group: group * (W R + M) pieces of 16
     // bytes.
-    SmallVector<Value> acc =
-        emitWarpDotPartials(e, x, dots, share, W * R + M <= 3 ? 8 : 4);
+    SmallVector<Value> acc = emitWarpDotPartials(
+        e, x, dots, share, sharedW * R + M <= 3 ? 8 : 4);
+    if (spec.k1 > 0) {
+      // Weight 1 against its own vector A1, over its own share of k1; its
+      // sums join acc at (m W + 1) R + r.
+      const int64_t share1 = spec.k1 / S;
+      Value kStart1 =
+          S > 1 ? e.mul(e.remu(warp, e.idx(S)), e.idx(share1)) : e.idx(0);
+      Value A1 = buffers.back();
+      SmallVector<WarpDotVector> x1;
+      for (int64_t m = 0; m < M; ++m)
+        x1.push_back({A1, e.add(e.idx(m * spec.lda1), kStart1)});
+      SmallVector<WarpDotRow> dots1;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t r = 0; r < R; ++r)
+          dots1.push_back(
+              {Bs[1],
+               e.add(e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb1)),
+                     kStart1),
+               static_cast<unsigned>(m)});
+      SmallVector<Value> acc1 =
+          emitWarpDotPartials(e, x1, dots1, share1, R + M <= 3 ? 8 : 4);
+      SmallVector<Value> both;
+      for (int64_t m = 0; m < M; ++m) {
+        both.append(acc.begin() + m * R, acc.begin() + (m + 1) * R);
+        both.append(acc1.begin() + m * R, acc1.begin() + (m + 1) * R);
+      }
+      acc = std::move(both);
+    }
     SmallVector<Value> total;
     for (Value v : acc)
       total.push_back(emitWarpTotal(e, v));

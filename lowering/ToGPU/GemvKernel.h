@@ -76,6 +76,12 @@ struct GemvKernelSpec {
   /// whose row n each warp computes together for the epilogue to combine).
   /// Both have ldb, both outputs ldc.
   int64_t weights = 1;
+  /// With weights == 2 and k1 > 0, weight 1 reads its own vector A1 [M,
+  /// k1] (row stride lda1; B1 [N, k1] row stride ldb1) instead of A: two
+  /// products of one output shape whose sums one epilogue adds (a layer's
+  /// routed output projected up, plus the shared experts' down product),
+  /// computed by the same warps in one launch. A1 has A's element type.
+  int64_t k1 = 0, lda1 = 0, ldb1 = 0;
   /// Independent products of these sizes (attention's per-head products
   /// against one weight slice each): product i reads A, B and C at
   /// i * batchA, i * batchB and i * batchC (elements); its blocks follow
@@ -87,7 +93,7 @@ struct GemvKernelSpec {
   /// an epilogue adds a hash of its text).
   std::string key() const;
   /// The kernel's buffer arguments for this product: b0, c0, [b1, c1],
-  /// then with an epilogue out and the extra buffers.
+  /// then with an epilogue out and the extra buffers, then with k1 > 0 A1.
   int64_t bufferArgs() const;
 };
 

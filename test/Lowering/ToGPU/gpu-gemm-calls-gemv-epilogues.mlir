@@ -309,17 +309,17 @@ func.func @per_head_gated(%mixed: memref<1x1x4x64xf32>, %kvb: memref<4x64x64xf32
 
 // -----
 
-// k's epilogue reads q's output, another product of the same input that
-// cannot pair with k (its weight rows are 512 apart): k keeps the epilogue
-// but does not join q's launch, whose other blocks would still be
-// computing q.
+// k's epilogue reads q's output, another product of the same input whose
+// weight rows are 512 apart (k's 256): q and k run as one launch, q's rows
+// read at its own stride as a second vector's product (`_a1k256_0_256`),
+// the sum at the store; q's sums are stored too (returned).
 #x = affine_map<(t, n, k) -> (t, k)>
 #w = affine_map<(t, n, k) -> (n, k)>
 #o = affine_map<(t, n, k) -> (t, n)>
 #id = affine_map<(t, n) -> (t, n)>
 // CHECK-LABEL: func.func @reads_a_group_output
-// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_512_0_r2 blocks
-// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_e{{[0-9a-f]+}} blocks
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_512_0_r2_x2_a1k256_0_256_e{{[0-9a-f]+}} blocks
+// CHECK-NOT: gpu.launch_func
 // CHECK-NOT: linalg.generic
 // CHECK: return
 func.func @reads_a_group_output(%x: memref<1x256xf32>, %wqk: memref<96x512xf32>, %wk: memref<96x256xf32>) -> (memref<1x96xf32>, memref<1x96xf32>) {
@@ -444,4 +444,126 @@ func.func @bf16_activations(%x: memref<1x1x256xbf16>, %wo: memref<96x256xbf16>, 
   }
   memref.dealloc %o : memref<1x1x96xf32>
   return %h : memref<1x1x96xbf16>
+}
+
+// -----
+
+// A MoE layer's end: the routed output projected up (%u, from %z) and the
+// shared experts' down product (%d, from %hs, which the op between them
+// computes) meet in one sum with the residual. The up product runs at the
+// down product, as the second weight of one launch against its own vector
+// (`_a1k128_0_128`: k1, lda1, ldb1): one launch, neither sum stored, the
+// up product's vector the launch's last argument.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @two_vectors_one_sum
+// CHECK: linalg.generic
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_x2_a1k128_0_128_e{{[0-9a-f]+}} blocks in (%c12,
+// CHECK-SAME: args(%[[HS:[a-z0-9_]+]] : {{.*}}, %[[WD:[a-z0-9_]+]] : {{.*}}, %{{.*}}, %[[WU:[a-z0-9_]+]] : {{.*}}, %{{.*}}, %[[OUT:[a-z0-9_]+]] : {{.*}}, %[[RES:[a-z0-9_]+]] : {{.*}}, %[[Z:[a-z0-9_]+]] : memref<?xf32, strided<[1], offset: ?>>)
+// CHECK-NOT: linalg.
+// CHECK: return
+// CHECK: gpu.func @gemv_1x96x256_0_256_0_r2_x2_a1k128_0_128_e
+// CHECK-NOT: memref.store
+// CHECK: %[[R:.*]] = memref.load
+// CHECK: %[[S:.*]] = arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK: %[[T:.*]] = arith.addf %[[R]], %[[S]] : f32
+// CHECK: memref.store %[[T]]
+func.func @two_vectors_one_sum(%z: memref<1x1x128xf32>, %wu: memref<96x128xf32>, %x: memref<1x1x256xf32>,
+                               %wd: memref<96x256xf32>, %res: memref<1x1x96xf32>) -> memref<1x1x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %u = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%u : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%z, %wu : memref<1x1x128xf32>, memref<96x128xf32>) outs(%u : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %hs = memref.alloc() : memref<1x1x256xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x1x256xf32>) outs(%hs : memref<1x1x256xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.tanh %a : f32
+    linalg.yield %t : f32
+  }
+  %d = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%d : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%hs, %wd : memref<1x1x256xf32>, memref<96x256xf32>) outs(%d : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc() : memref<1x1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%res, %u, %d : memref<1x1x96xf32>, memref<1x1x96xf32>, memref<1x1x96xf32>) outs(%h : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %o: f32):
+    %s = arith.addf %b, %c : f32
+    %t = arith.addf %a, %s : f32
+    linalg.yield %t : f32
+  }
+  memref.dealloc %u : memref<1x1x96xf32>
+  memref.dealloc %d : memref<1x1x96xf32>
+  memref.dealloc %hs : memref<1x1x256xf32>
+  return %h : memref<1x1x96xf32>
+}
+
+// -----
+
+// The same, but the op between the products writes the up product's
+// vector: it cannot run at the down product, so it stays a launch of its
+// own and the sum, fused into the down product, reads its output.
+#x = affine_map<(b, t, n, k) -> (b, t, k)>
+#w = affine_map<(b, t, n, k) -> (n, k)>
+#o = affine_map<(b, t, n, k) -> (b, t, n)>
+#id = affine_map<(b, t, n) -> (b, t, n)>
+// CHECK-LABEL: func.func @vector_rewritten_between
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x128_0_128_0_r2 blocks
+// CHECK: linalg.generic
+// CHECK: math.tanh
+// CHECK: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2_e{{[0-9a-f]+}} blocks
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @vector_rewritten_between(%z: memref<1x1x128xf32>, %wu: memref<96x128xf32>, %x: memref<1x1x256xf32>,
+                                    %wd: memref<96x256xf32>, %res: memref<1x1x96xf32>) -> memref<1x1x96xf32> {
+  %zero = arith.constant 0.0 : f32
+  %u = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%u : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%z, %wu : memref<1x1x128xf32>, memref<96x128xf32>) outs(%u : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%z : memref<1x1x128xf32>) outs(%z : memref<1x1x128xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.tanh %a : f32
+    linalg.yield %t : f32
+  }
+  %d = memref.alloc() : memref<1x1x96xf32>
+  linalg.fill ins(%zero : f32) outs(%d : memref<1x1x96xf32>)
+  linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wd : memref<1x1x256xf32>, memref<96x256xf32>) outs(%d : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %h = memref.alloc() : memref<1x1x96xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%res, %u, %d : memref<1x1x96xf32>, memref<1x1x96xf32>, memref<1x1x96xf32>) outs(%h : memref<1x1x96xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %o: f32):
+    %s = arith.addf %b, %c : f32
+    %t = arith.addf %a, %s : f32
+    linalg.yield %t : f32
+  }
+  memref.dealloc %u : memref<1x1x96xf32>
+  memref.dealloc %d : memref<1x1x96xf32>
+  return %h : memref<1x1x96xf32>
 }
