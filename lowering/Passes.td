@@ -505,17 +505,22 @@ def KimiGpuRoutedExpertsKernels
     back (no padding) in tiles of 128 rows of one expert, which a table of
     tiles built as linalg names (expert, first row, end row): nothing is
     read on the host, so a batched decode step can be a graph. A block of
-    eight warps takes one tile and 64 columns; per 32-deep step (one scale block) it
+    eight warps takes one tile and 64 columns. Where the experts hold at
+    most 16 rows each on average (a batch of decode tokens: k3-mini's batch
+    64 gives 8), tiles are 32 rows and blocks 128 columns: a 128-row tile
+    would run its tensor cores on zero rows, 15/16 of its products at 8
+    rows. Per 32-deep step (one scale block) it
     stages each table's slice as a bf16 tile in shared memory (MXFP4 codes
     decoded with their scale, exactly: an MXFP4 value has two significant
     bits) and the rows, then runs `mma.sync m16n8k16` with f32
     accumulation; the next step's global loads are issued before this
     step's products. bf16 rows and bf16 tables (the default types) need no
     register on the way: each step's pieces are `cp.async` copies into one
-    of four stages of dynamic shared memory (80 KiB for gate and up), three
-    steps ahead of the products, so that a batch of decode tokens (a few
-    rows an expert, little arithmetic between loads) still streams the
-    tables at HBM speed. With `bf16-products` f32 rows are rounded to bf16 and
+    of four stages of dynamic shared memory (80 KiB for gate and up; three
+    stages of 32-row tiles), the later steps' copies in flight during a
+    step's products, so that a batch of decode tokens (a few rows an
+    expert, little arithmetic between loads) still streams the tables at
+    HBM speed. With `bf16-products` f32 rows are rounded to bf16 and
     the GLU is stored as bf16 (what down would round it to); without, each
     f32 row value is split into three bf16 terms (all 24 bits of its
     significand) and every product runs once per term, so the result is as

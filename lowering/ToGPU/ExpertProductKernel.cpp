@@ -1,6 +1,8 @@
 //===- ExpertProductKernel.cpp - expert products on tensor cores ----------===//
 //
-// One block per (64 columns, 128 rows of one expert); eight warps of 32 x 32. Per
+// One block per (64 columns, 128 rows of one expert), eight warps of 32 x 32;
+// or, when the experts hold a few rows each (a batch of decode tokens), per
+// (128 columns, 32 rows), eight warps of 32 x 16. Per
 // 32-deep step (one MXFP4 scale block) the block stages its rows' values,
 // split into `terms` bf16 tiles, and each table's slice as a bf16 tile
 // (rows n, k contiguous; MXFP4 codes decoded with their scale), then each
@@ -8,7 +10,7 @@
 // accumulators. Later steps' global loads are issued before the products
 // of step s, so they are in flight while the tensor cores work: when rows
 // and tables are bf16 (nothing to convert), as cp.async copies of the next
-// kExpertProductAsyncStages - 1 steps into stages of dynamic shared memory
+// ExpertProductSpec::asyncStages() - 1 steps into stages of dynamic shared memory
 // (what keeps HBM busy when a batch of decode tokens gives each expert a
 // few rows); else the next step's, into registers.
 // A block's row tile is one expert's rows, from the step's tile table: the
@@ -42,7 +44,8 @@ std::string ExpertProductSpec::key() const {
                   std::to_string(n) + "_k" + std::to_string(this->k) + "_t" +
                   std::to_string(terms) + (bf16Rows ? "_r16" : "") +
                   (bf16Tables ? "_w16" : "_mx") + (bf16Out ? "_o16" : "") +
-                  (gatherRows ? "_g" : "");
+                  (gatherRows ? "_g" : "") +
+                  (tileM != 128 ? "_m" + std::to_string(tileM) : "");
   if (glu)
     k += situ ? "_situ_" + std::to_string(beta) + "_" + std::to_string(linearBeta)
               : "_silu";
@@ -60,6 +63,8 @@ std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
     return "terms = " + std::to_string(s.terms) + " is not 1 or 3";
   if (s.bf16Rows && s.terms != 1)
     return "bf16 rows are one term (terms = " + std::to_string(s.terms) + ")";
+  if (s.tileM != 128 && s.tileM != 32)
+    return "a tile of " + std::to_string(s.tileM) + " rows (128 or 32)";
   return "";
 }
 
@@ -73,8 +78,11 @@ bool usesAsyncCopies(const ExpertProductSpec &s) {
 int64_t expertProductSharedBytes(const ExpertProductSpec &s) {
   if (!usesAsyncCopies(s))
     return 0;
-  return kExpertProductAsyncStages * 2 *
-         (kExpertProductTileM + s.tables() * kExpertProductTileN) * kLd;
+  return s.asyncStages() * 2 * (s.tileM + s.tables() * s.tileN()) * kLd;
+}
+
+int64_t chooseExpertProductTileM(int64_t rows, int64_t experts) {
+  return rows <= 16 * experts ? 32 : 128;
 }
 
 namespace {
@@ -89,12 +97,15 @@ struct ExpertProductEmitter {
   /// Per table: its bf16 values, or its MXFP4 codes and scales.
   SmallVector<Value, 2> values, scales;
 
+  /// The tile: TM rows by TN columns, eight warps of 32 rows by warpCols
+  /// columns (4 x 2 warps of 32 x 32 for 128 x 64, 1 x 8 of 32 x 16 for
+  /// 32 x 128), NT n8 tiles a warp.
+  const int64_t TM = s.tileM, TN = s.tileN(), warpsM = TM / 32,
+                warpsN = 8 / warpsM, warpCols = TN / warpsN, NT = warpCols / 8;
   /// Per step, a thread's share of the rows: vectors of four values.
-  static constexpr int64_t kRowPieces =
-      kExpertProductTileM * kDepth / 4 / kExpertProductThreads;
+  const int64_t kRowPieces = TM * kDepth / 4 / kExpertProductThreads;
   /// And of each table: vectors of eight values (one word of codes).
-  static constexpr int64_t kTablePieces =
-      kExpertProductTileN * kDepth / 8 / kExpertProductThreads;
+  const int64_t kTablePieces = TN * kDepth / 8 / kExpertProductThreads;
 
   void emit(mlir::gpu::GPUModuleOp module, StringRef name) {
     OpBuilder &b = e.b;
@@ -102,17 +113,16 @@ struct ExpertProductEmitter {
     Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
     const int tables = s.tables();
     // bf16 rows and tables are copied into shared memory as they are, by
-    // cp.async into kExpertProductAsyncStages stages of dynamic shared
+    // cp.async into asyncStages() stages of dynamic shared
     // memory (later steps' copies fly while this step's products run, in
     // no registers); the others pass through registers to be split into
     // terms or decoded, one static stage.
     const bool async = usesAsyncCopies(s);
-    const int64_t stages = async ? kExpertProductAsyncStages : 1;
+    const int64_t stages = async ? s.asyncStages() : 1;
     SmallVector<Value, 3> aTiles;
     SmallVector<Value, 2> bTiles;
     if (async) {
-      const int64_t aElems = stages * kExpertProductTileM * kLd,
-                    bElems = stages * kExpertProductTileN * kLd;
+      const int64_t aElems = stages * TM * kLd, bElems = stages * TN * kLd;
       aTiles.push_back(e.dynamicSharedBuffer(0, aElems, bf16));
       for (int t = 0; t < tables; ++t)
         bTiles.push_back(
@@ -120,16 +130,16 @@ struct ExpertProductEmitter {
     } else {
       for (int t = 0; t < s.terms; ++t)
         aTiles.push_back(e.sharedBuffer(module, (name + "_a" + Twine(t)).str(),
-                                        kExpertProductTileM * kLd, bf16));
+                                        TM * kLd, bf16));
       for (int t = 0; t < tables; ++t)
         bTiles.push_back(e.sharedBuffer(module, (name + "_b" + Twine(t)).str(),
-                                        kExpertProductTileN * kLd, bf16));
+                                        TN * kLd, bf16));
     }
     Value tid = e.threadId(), lane = e.laneId();
     Value warp = e.divu(tid, e.idx(32));
-    Value wm = e.divu(warp, e.idx(2)), wn = e.remu(warp, e.idx(2));
+    Value wm = e.divu(warp, e.idx(warpsN)), wn = e.remu(warp, e.idx(warpsN));
     Value g = e.divu(lane, e.idx(4)), tq = e.remu(lane, e.idx(4));
-    Value n0 = e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(kExpertProductTileN));
+    Value n0 = e.mul(e.blockId(mlir::gpu::Dimension::x), e.idx(TN));
     // Row tile y: rows m0 .. limit of expert ex (none past the last tile).
     Value y = e.blockId(mlir::gpu::Dimension::y);
     Value ex = e.toIndex(e.load(tileExpert, y));
@@ -252,11 +262,11 @@ struct ExpertProductEmitter {
         }
     };
 
-    // Accumulators: per table 8 m16n8 tiles of a warp's 32 x 32.
-    const int64_t accPerTable = 8 * 4;
+    // Accumulators: per table 2 NT m16n8 tiles of a warp's 32 rows.
+    const int64_t tilesPerTable = 2 * NT, accPerTable = 4 * tilesPerTable;
     auto accOf = [&](ValueRange it) {
       SmallVector<Acc> acc;
-      for (int64_t i = 0; i < tables * 8; ++i)
+      for (int64_t i = 0; i < tables * tilesPerTable; ++i)
         acc.push_back({it[4 * i], it[4 * i + 1], it[4 * i + 2], it[4 * i + 3]});
       return acc;
     };
@@ -265,9 +275,10 @@ struct ExpertProductEmitter {
       for (int64_t ks = 0; ks < kDepth; ks += 16) {
         SmallVector<std::array<FragB, 4>, 2> bf(tables);
         for (int t = 0; t < tables; ++t)
-          for (int64_t j = 0; j < 2; ++j) {
+          for (int64_t j = 0; j < NT / 2; ++j) {
             auto two = e.fragBRows(
-                bTiles[t], e.add(bRow0, e.add(e.mul(wn, e.idx(32)), e.idx(16 * j))),
+                bTiles[t],
+                e.add(bRow0, e.add(e.mul(wn, e.idx(warpCols)), e.idx(16 * j))),
                 kLd, e.idx(ks));
             bf[t][2 * j] = two[0];
             bf[t][2 * j + 1] = two[1];
@@ -279,8 +290,8 @@ struct ExpertProductEmitter {
                 aTiles[term], e.add(aRow0, e.add(e.mul(wm, e.idx(32)), e.idx(16 * i))),
                 kLd, e.idx(ks));
             for (int t = 0; t < tables; ++t)
-              for (int64_t nt = 0; nt < 4; ++nt) {
-                Acc &c = acc[t * 8 + 4 * i + nt];
+              for (int64_t nt = 0; nt < NT; ++nt) {
+                Acc &c = acc[t * tilesPerTable + NT * i + nt];
                 c = e.mma(a, bf[t][nt], c);
               }
           }
@@ -295,21 +306,23 @@ struct ExpertProductEmitter {
     SmallVector<Value> init(tables * accPerTable, e.f32(0.0));
     scf::ForOp loop;
     if (async) {
-      // 16-byte pieces (eight values): rows' and each table's, their
-      // sources fixed but for the step's k; invalid rows copy 0 bytes and
-      // are zero-filled.
+      // Pieces of the rows (16 bytes, eight values; 8 bytes for a 32-row
+      // tile, so that every thread copies one) and of each table (16
+      // bytes), their sources fixed but for the step's k; invalid rows
+      // copy 0 bytes and are zero-filled.
       struct AsyncPiece { Value from, to, bytes; };
       SmallVector<AsyncPiece> aPieces, bPieces;
-      for (int64_t u = 0; u < kExpertProductTileM * kDepth / 8 / kExpertProductThreads; ++u) {
+      const int64_t VA = std::min<int64_t>(8, TM * kDepth / kExpertProductThreads);
+      for (int64_t u = 0; u < TM * kDepth / VA / kExpertProductThreads; ++u) {
         Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
-        Value r = e.divu(piece, e.idx(kDepth / 8));
-        Value c = e.mul(e.remu(piece, e.idx(kDepth / 8)), e.idx(8));
+        Value r = e.divu(piece, e.idx(kDepth / VA));
+        Value c = e.mul(e.remu(piece, e.idx(kDepth / VA)), e.idx(VA));
         Value valid = e.ult(e.add(m0, r), limit);
         aPieces.push_back({e.select(valid, e.add(rowStartOf(r, valid), c), e.idx(0)),
                            e.add(e.mul(r, e.idx(kLd)), c),
-                           e.select(valid, e.idx(8), e.idx(0))});
+                           e.select(valid, e.idx(VA), e.idx(0))});
       }
-      for (int64_t u = 0; u < kExpertProductTileN * kDepth / 8 / kExpertProductThreads; ++u) {
+      for (int64_t u = 0; u < TN * kDepth / 8 / kExpertProductThreads; ++u) {
         Value piece = e.add(tid, e.idx(u * kExpertProductThreads));
         Value r = e.divu(piece, e.idx(kDepth / 8));
         Value c = e.mul(e.remu(piece, e.idx(kDepth / 8)), e.idx(8));
@@ -328,19 +341,22 @@ struct ExpertProductEmitter {
         Value st = e.remu(kb, e.idx(stages));
         Value k0 = e.mul(e.minu(kb, e.idx(steps - 1)), e.idx(kDepth));
         SmallVector<Value> tokens;
-        auto copy = [&](Value dst, Value dstAt, Value src, Value srcAt, Value n) {
+        // (L1 is bypassed for 16-byte copies, the only size that may.)
+        auto copy = [&](Value dst, Value dstAt, Value src, Value srcAt, Value n,
+                        int64_t values) {
           tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
               b, loc, asyncToken, dst, ValueRange{dstAt}, src, ValueRange{srcAt},
-              b.getIndexAttr(8), e.select(inRange, n, e.idx(0)),
-              b.getUnitAttr()));
+              b.getIndexAttr(values), e.select(inRange, n, e.idx(0)),
+              values == 8 ? b.getUnitAttr() : UnitAttr()));
         };
-        Value aBase = e.mul(st, e.idx(kExpertProductTileM * kLd));
+        Value aBase = e.mul(st, e.idx(TM * kLd));
         for (const AsyncPiece &p : aPieces)
-          copy(aTiles[0], e.add(aBase, p.to), rows, e.add(p.from, k0), p.bytes);
-        Value bBase = e.mul(st, e.idx(kExpertProductTileN * kLd));
+          copy(aTiles[0], e.add(aBase, p.to), rows, e.add(p.from, k0), p.bytes, VA);
+        Value bBase = e.mul(st, e.idx(TN * kLd));
         for (int t = 0; t < tables; ++t)
           for (const AsyncPiece &p : bPieces)
-            copy(bTiles[t], e.add(bBase, p.to), values[t], e.add(p.from, k0), p.bytes);
+            copy(bTiles[t], e.add(bBase, p.to), values[t], e.add(p.from, k0),
+                 p.bytes, 8);
         return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, asyncToken, tokens);
       };
       // Steps 0 .. stages - 2 first; trip kb waits for step kb's group
@@ -360,8 +376,7 @@ struct ExpertProductEmitter {
       issue(e.add(kb, e.idx(stages - 1)));
       Value st = e.remu(kb, e.idx(stages));
       SmallVector<Acc> acc = accOf(loop.getRegionIterArgs());
-      products(acc, e.mul(st, e.idx(kExpertProductTileM)),
-               e.mul(st, e.idx(kExpertProductTileN)));
+      products(acc, e.mul(st, e.idx(TM)), e.mul(st, e.idx(TN)));
       scf::YieldOp::create(b, loc, flatten(acc));
     } else {
       SmallVector<Value> first = loadStep(e.idx(0));
@@ -405,15 +420,15 @@ struct ExpertProductEmitter {
         auto rowIf = scf::IfOp::create(b, loc, e.ult(e.add(m0, r), limit), false);
         OpBuilder::InsertionGuard rg(b);
         b.setInsertionPointToStart(&rowIf.getThenRegion().front());
-        for (int64_t nt = 0; nt < 4; ++nt) {
-          Value col = e.add(e.mul(wn, e.idx(32)), e.idx(8 * nt));
+        for (int64_t nt = 0; nt < NT; ++nt) {
+          Value col = e.add(e.mul(wn, e.idx(warpCols)), e.idx(8 * nt));
           Value n = e.add(n0, e.add(col, e.mul(tq, e.idx(2))));
           Value at = e.add(outBase, e.add(e.mul(r, e.idx(N)), n));
           SmallVector<Value, 2> pair;
           for (int64_t l = 0; l < 2; ++l) {
-            Value v = result(0, 4 * i + nt, half, l);
+            Value v = result(0, NT * i + nt, half, l);
             if (s.glu) {
-              Value u = result(1, 4 * i + nt, half, l);
+              Value u = result(1, NT * i + nt, half, l);
               v = s.situ ? lowering::situ(b, loc, v, u, s.beta, s.linearBeta)
                          : lowering::siluGlu(b, loc, v, u);
             }
@@ -424,7 +439,7 @@ struct ExpertProductEmitter {
             vector::StoreOp::create(b, loc, packed, out, ValueRange{at}, false,
                                     llvm::MaybeAlign(s.bf16Out ? 4 : 8));
           };
-          if (N % kExpertProductTileN == 0) {
+          if (N % TN == 0) {
             store();
             continue;
           }

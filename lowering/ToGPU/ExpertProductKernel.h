@@ -44,8 +44,16 @@ struct ExpertProductSpec {
   /// Row m is row rowToken[m] of the rows buffer (the step's tokens, read
   /// where they are instead of copied into expert order first).
   bool gatherRows = false;
+  /// Rows of a tile: 128, or 32 for a step whose experts hold a few rows
+  /// each (a batch of decode tokens), where a 128-row tile would spend its
+  /// tensor cores on zero rows. A 32-row tile is 128 columns wide.
+  int64_t tileM = 128;
 
   int tables() const { return glu ? 2 : 1; }
+  int64_t tileN() const { return tileM == 32 ? 128 : 64; }
+  /// cp.async stages (bf16 rows and tables): later steps' copies in flight
+  /// while a step's products run.
+  int64_t asyncStages() const { return tileM == 32 ? 3 : 4; }
   std::string key() const;
 };
 
@@ -53,14 +61,9 @@ struct ExpertProductSpec {
 std::string verifyExpertProductSpec(const ExpertProductSpec &s);
 
 inline constexpr int64_t kExpertProductThreads = 256;
-/// Rows (of one expert's) and columns of one thread block's tile.
-inline constexpr int64_t kExpertProductTileM = 128, kExpertProductTileN = 64;
-/// Shared-memory stages of the cp.async path (bf16 rows and tables): the
-/// copies of the next stages - 1 steps are in flight while a step's
-/// products run. A batch of decode tokens gives each expert a few rows, so
-/// its blocks stream their tables with little arithmetic between loads and
-/// need several steps in flight to keep HBM busy.
-inline constexpr int64_t kExpertProductAsyncStages = 4;
+/// The rows a tile takes for a step of `rows` dispatched rows over
+/// `experts` experts: 32 when they average at most 16 an expert.
+int64_t chooseExpertProductTileM(int64_t rows, int64_t experts);
 
 /// The dynamic shared memory `s`'s kernel is launched with (bytes; 0 when
 /// its tiles are static shared memory).
@@ -70,9 +73,9 @@ int64_t expertProductSharedBytes(const ExpertProductSpec &s);
 /// [R] i32), per table: its values (bf16
 /// [E N K]) or its codes [E N K/2] i8 and scales [E N K/32] i8; the tile
 /// table tileExpert, tileStart, tileEnd [tiles] i32, out [R N] f32 or
-/// bf16)`, grid (ceil(N / 64), tiles), 256 threads and
+/// bf16)`, grid (ceil(N / s.tileN()), tiles), 256 threads and
 /// expertProductSharedBytes(s) of dynamic shared memory: row tile y is rows
-/// tileStart[y] .. tileEnd[y] (at most 128; none past the last tile) of
+/// tileStart[y] .. tileEnd[y] (at most s.tileM; none past the last tile) of
 /// expert tileExpert[y], and out gets those rows (the others are not
 /// written).
 mlir::gpu::GPUFuncOp emitExpertProductKernel(mlir::OpBuilder &b,

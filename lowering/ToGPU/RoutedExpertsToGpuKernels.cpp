@@ -89,6 +89,11 @@ struct KimiGpuRoutedExpertsKernels
     kimi::gpu::ExpertProductSpec downSpec = tableSpec(2);
     downSpec.bf16Rows = gluSpec.bf16Out;
     downSpec.terms = bf16Products ? 1 : 3;
+    // Tiles of 32 rows where the experts hold a few rows each.
+    gluSpec.tileM = downSpec.tileM = kimi::gpu::chooseExpertProductTileM(
+        lowering::sortedTokens(op) *
+            cast<RankedTensorType>(op.getIndices().getType()).getDimSize(1),
+        gluSpec.experts);
     for (const kimi::gpu::ExpertProductSpec *s : {&gluSpec, &downSpec}) {
       std::string why = kimi::gpu::verifyExpertProductSpec(*s);
       if (tableSpec(1).n != gluSpec.n || tableSpec(1).k != gluSpec.k)
@@ -134,8 +139,7 @@ struct KimiGpuRoutedExpertsKernels
       args.append({input(tiles.expert), input(tiles.start), input(tiles.end),
                    kimi::gpu::asDynamicBuffer(b, loc, result)});
       mlir::gpu::KernelDim3 grid{
-          c((s.n + kimi::gpu::kExpertProductTileN - 1) /
-            kimi::gpu::kExpertProductTileN),
+          c((s.n + s.tileN() - 1) / s.tileN()),
           c(tiles.tiles), c(1)};
       const int64_t shared = kimi::gpu::expertProductSharedBytes(s);
       mlir::gpu::LaunchFuncOp::create(
@@ -148,7 +152,7 @@ struct KimiGpuRoutedExpertsKernels
           b, loc, result, RankedTensorType::get({R, s.n}, outType), sizes);
     };
     lowering::SortedExpertKernels products;
-    products.tileRows = kimi::gpu::kExpertProductTileM;
+    products.tileRows = gluSpec.tileM;
     auto glu = [&](OpBuilder &b, Location loc, Value rows,
                    const lowering::SortedExpertTiles &tiles) -> Value {
       return launch(b, loc, gluSpec, rows, {0u, 1u}, tiles);

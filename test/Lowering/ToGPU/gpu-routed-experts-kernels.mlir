@@ -343,3 +343,32 @@ func.func @f16_tokens(%z: tensor<1x128xf16>, %w: tensor<1x4xf32>, %i: tensor<1x4
   %r = kimi.routed_experts silu %z, %w, %i experts(%g, %u, %d) : (tensor<1x128xf16>, tensor<1x4xf32>, tensor<1x4xi32>, tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<16x128x64xf32>) -> tensor<1x128xf16>
   return %r : tensor<1x128xf16>
 }
+
+// -----
+
+// A batch of decode tokens past max-tokens: 64 tokens, top 4 of 16 experts,
+// 16 rows an expert on average. The tiles are 32 rows by 128 columns
+// (`_m32`: grid ceil(64 / 128) by the bound on tiles, (256 + 31 x 16) / 32
+// = 23), three stages of dynamic shared memory (3 x 2 x (32 + 2 x 128) x
+// 40 bytes for gate and up); each step copies a row piece of 8 bytes a
+// thread (through L1) and two 16-byte table pieces a table, and each warp
+// (32 x 16 of the tile) runs 2 x 2 x 2 mma a table.
+// CHECK-LABEL: func.func @bf16_batch_decode
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %c23{{[_0-9]*}}, %c1{{[_0-9]*}}) {{.*}} dynamic_shared_memory_size %c69120_i32
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c2{{[_0-9]*}}, %c23{{[_0-9]*}}, %c1{{[_0-9]*}}) {{.*}} dynamic_shared_memory_size %c38400_i32
+// CHECK: gpu.func @expert_product_0
+// CHECK: memref.view %{{.*}} to memref<3840xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}} to memref<15360xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}}, 4, %{{.*}} : memref<?xbf16> to memref<3840xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<15360xbf16, #gpu.address_space<workgroup>>
+// CHECK: scf.for
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+// CHECK: gpu.func @expert_product_1
+func.func @bf16_batch_decode(%z: tensor<64x256xbf16>, %w: tensor<64x4xf32>, %i: tensor<64x4xi32>,
+                             %g: tensor<16x64x256xbf16>, %u: tensor<16x64x256xbf16>, %d: tensor<16x256x64xbf16>) -> tensor<64x256xbf16> {
+  %r = kimi.routed_experts situ %z, %w, %i experts(%g, %u, %d) {beta = 4.0 : f64, linear_beta = 25.0 : f64} : (tensor<64x256xbf16>, tensor<64x4xf32>, tensor<64x4xi32>, tensor<16x64x256xbf16>, tensor<16x64x256xbf16>, tensor<16x256x64xbf16>) -> tensor<64x256xbf16>
+  return %r : tensor<64x256xbf16>
+}
