@@ -17,9 +17,10 @@ constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kPrefMaxWorkspace = 1;
 constexpr int32_t kOpN = 0, kOpT = 1;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-// Timing: the heuristic's first kTuneCandidates algorithms, kTuneRuns timed
+// Timing: the heuristic's first kTuneCandidates algorithms (or
+// KIMI_GEMM_TUNING_CANDIDATES, at most kMaxTuneCandidates), kTuneRuns timed
 // runs each after one warm-up run.
-constexpr int kTuneCandidates = 8, kTuneRuns = 4;
+constexpr int kTuneCandidates = 8, kMaxTuneCandidates = 64, kTuneRuns = 4;
 constexpr double kDefaultTuningMs = 2000;
 
 struct HeuristicResult {
@@ -170,6 +171,16 @@ StatusOr<std::unique_ptr<CublasLt>> CublasLt::load(const CudaDevice &device) {
                              "': expected milliseconds >= 0");
     lt->tuningMsLeft_ = ms;
   }
+  lt->tuneCandidates_ = kTuneCandidates;
+  if (const char *env = std::getenv("KIMI_GEMM_TUNING_CANDIDATES")) {
+    char *end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (end == env || *end || n < 1 || n > kMaxTuneCandidates)
+      return invalidArgument(std::string("KIMI_GEMM_TUNING_CANDIDATES='") +
+                             env + "': expected a count of 1.." +
+                             std::to_string(kMaxTuneCandidates));
+    lt->tuneCandidates_ = int(n);
+  }
   return lt;
 }
 
@@ -272,7 +283,7 @@ StatusOr<CublasLt::Plan *> CublasLt::plan(const GemmF32 &in,
   a.prefSet(pref, kPrefMaxWorkspace, &ws, sizeof(ws));
   int returned = 0;
   const bool tune = in.tune && tuningMsLeft_ > 0;
-  p->candidates.resize(tune ? kTuneCandidates : 1);
+  p->candidates.resize(tune ? tuneCandidates_ : 1);
   int st = a.heuristic(lt_, p->desc, p->layouts[0], p->layouts[1],
                        p->layouts[2], p->layouts[2], pref,
                        int(p->candidates.size()), p->candidates.data(),

@@ -20,6 +20,8 @@
 // scratch C, so the caller's C is written once. Timing stops once the
 // budget is spent (KIMI_GEMM_TUNING_MS, default 2000 ms of device time per
 // CublasLt; 0 turns it off); later shapes take the heuristic's pick.
+// KIMI_GEMM_TUNING_CANDIDATES (1..64, default 8) sets how many of the
+// heuristic's algorithms are timed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,6 +95,7 @@ private:
   size_t workspaceBytes_ = 0;
   std::string library_;
   double tuningMsLeft_ = 0;
+  int tuneCandidates_ = 8; // the heuristic's algorithms timed per shape
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                       int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                       int64_t, int64_t, int32_t>,
