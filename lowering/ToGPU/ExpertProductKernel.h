@@ -1,10 +1,12 @@
-//===- ExpertProductKernel.h - MXFP4 expert products on tensor cores -*- C++ -*-===//
+//===- ExpertProductKernel.h - expert products on tensor cores -*- C++ -*-===//
 //
-// The products of a prefill step's token-sorted routed experts when the
-// experts are MXFP4 (kimi-gpu-routed-experts-kernels, above its decode
-// kernels' token count): rows [E, cap, K] f32 times each expert's table
-// [E, N, K] held as the checkpoint's bytes, on bf16 tensor cores. The codes
-// and E8M0 scales are decoded into shared memory tile by tile (exactly: an
+// The products of a step's token-sorted routed experts
+// (kimi-gpu-routed-experts-kernels, above its decode kernels' token count:
+// prefill chunks and batches of decode tokens): the rows the experts hold,
+// back to back by expert and cut into tiles of one expert's rows, times
+// each expert's table [E, N, K] as the checkpoint holds it (bf16, or MXFP4
+// codes and E8M0 scales), on bf16 tensor cores with f32 accumulation.
+// MXFP4 codes are decoded into shared memory tile by tile (exactly: an
 // MXFP4 value has two significant bits, so bf16 holds it), never into HBM.
 //
 //===----------------------------------------------------------------------===//

@@ -660,8 +660,9 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
 // accumulation and KDA state, bf16 MLA cache) with the generated KDA and MLA
 // kernels, dense bf16 or MXFP4 experts, against the f32 CPU artifact within
 // twice what bf16 activations change on the CPU; top-k = E.
-// k3-tiny-bf16-m32: k3-tiny-bf16 in 16-token prefill steps whose experts
-// are sorted (16 rows an expert): the expert products' 32-row tiles.
+// k3-tiny-bf16-m32 / k3-tiny-mxfp4-bf16-m32: k3-tiny-bf16 and
+// k3-tiny-mxfp4-bf16 in 16-token prefill steps whose experts are sorted
+// (16 rows an expert): the expert products' 32-row tiles.
 // k3-tiny-mla / k3-mini-mla: MLA prefill through the generated kernel
 // (--gpu-mla-kernels; f16 products inside) in 96- / 64-token steps, against
 // CPU artifacts of the same configs, which route every token to every expert
@@ -689,6 +690,9 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                                                      1e-2},
                                            ModelCase{"k3-tiny-bf16-m32", 300, 6,
                                                      0, "k3-tiny-a16", 0, 1e-2},
+                                           ModelCase{"k3-tiny-mxfp4-bf16-m32",
+                                                     300, 6, 0, "k3-tiny-mxa16",
+                                                     0, 1e-2},
                                            ModelCase{"k3-mini-bf16", 70, 3, 0,
                                                      "k3-mini-a16", 0, 1e-2}),
                          [](const auto &info) {
