@@ -825,7 +825,14 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     after the op may read C. When the op also reads the output of a later
     GEMV product of the same A, shape and strides (an MLP's gate and up
     projections under SiTU), the two become one product of two weights:
-    each warp computes row n of both, and the op combines them. The fused
+    each warp computes row n of both, and the op combines them. A product
+    of another vector (or of another stride or length) pairs the same
+    way, each weight dotted with its own vector over its own k (a MoE
+    layer's routed output projected up, plus the shared experts' down
+    product): a later one moves up to the product as a group member's
+    inputs do; an earlier one runs at the product instead, where nothing
+    between them writes its vector or weight or touches its output (else
+    its output is an extra buffer of the op, as before). The fused
     op runs where the launch does, so nothing between the product and the
     op may use either output or the op's output, or write what the op
     reads; the op's output must not be A, nor any buffer the launch's other
