@@ -423,16 +423,16 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
     for (int64_t m = 0; m < M; ++m)
       x.push_back({A, e.add(e.add(itemOffset(spec.batchA), e.idx(m * spec.lda)),
                             kStart)});
-    SmallVector<Value> row(R), rowValid(R), rowBase(R);
+    SmallVector<Value> row(R), rowValid(R), rowRead(R), rowBase(R);
     for (int64_t r = 0; r < R; ++r) {
       row[r] = e.add(firstRow, e.idx(r));
       rowValid[r] = e.ult(row[r], e.idx(N));
     }
-    for (int64_t r = 0; r < R; ++r)
-      rowBase[r] = e.add(
-          e.add(itemOffset(spec.batchB),
-                e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb))),
-          kStart);
+    for (int64_t r = 0; r < R; ++r) {
+      Value batchB = itemOffset(spec.batchB);
+      rowRead[r] = e.minu(row[r], e.idx(N - 1));
+      rowBase[r] = e.add(e.add(batchB, e.mul(rowRead[r], e.idx(spec.ldb))), kStart);
+    }
     // Every (m, j, r): row r of weight j (loaded once) times row m of A;
     // output index (m W + j) R + r.
     SmallVector<WarpDotRow> dots;
@@ -441,10 +441,11 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
       for (int64_t j = 0; j < sharedW; ++j)
         for (int64_t r = 0; r < R; ++r)
           dots.push_back({Bs[j], rowBase[r], static_cast<unsigned>(m)});
-    // Loads in flight per lane and group: group * (W R + M) pieces of 16
+    // Loads in flight per lane and group: group * (rows + M) pieces of 16
     // bytes.
-    SmallVector<Value> acc = emitWarpDotPartials(
-        e, x, dots, share, sharedW * R + M <= 3 ? 8 : 4);
+    auto chunksInFlight = [&](int64_t rows) { return rows + M <= 3 ? 8 : 4; };
+    SmallVector<Value> acc =
+        emitWarpDotPartials(e, x, dots, share, chunksInFlight(sharedW * R));
     if (spec.k1 > 0) {
       // Weight 1 against its own vector A1, over its own share of k1; its
       // sums join acc at (m W + 1) R + r.
@@ -458,13 +459,11 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
       SmallVector<WarpDotRow> dots1;
       for (int64_t m = 0; m < M; ++m)
         for (int64_t r = 0; r < R; ++r)
-          dots1.push_back(
-              {Bs[1],
-               e.add(e.mul(e.minu(row[r], e.idx(N - 1)), e.idx(spec.ldb1)),
-                     kStart1),
-               static_cast<unsigned>(m)});
+          dots1.push_back({Bs[1],
+                           e.add(e.mul(rowRead[r], e.idx(spec.ldb1)), kStart1),
+                           static_cast<unsigned>(m)});
       SmallVector<Value> acc1 =
-          emitWarpDotPartials(e, x1, dots1, share1, R + M <= 3 ? 8 : 4);
+          emitWarpDotPartials(e, x1, dots1, share1, chunksInFlight(R));
       SmallVector<Value> both;
       for (int64_t m = 0; m < M; ++m) {
         both.append(acc.begin() + m * R, acc.begin() + (m + 1) * R);

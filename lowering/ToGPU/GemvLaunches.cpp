@@ -348,8 +348,9 @@ struct GemvLaunches::Impl {
                 staticOffset(cand.op.getDpsInputs()[0]) &&
             a.k == b.k && a.lda == b.lda && a.ldb == b.ldb;
         ownInput = !sameInput;
+        // (bindEpilogue took an earlier product only where it can run at
+        // this one, and pairable with it.)
         if (q->getBlock() != p->getBlock() || !q->isBeforeInBlock(g) ||
-            (q->isBeforeInBlock(p) && !earlierPairRunsLater(*pair, p)) ||
             !qRoot.getDefiningOp<memref::AllocOp>() || !pairable(a, b))
           continue;
       }

@@ -381,17 +381,24 @@ StatusOr<CudaKernel> CudaModule::kernel(const std::string &kernelName) const {
   return kernel;
 }
 
-Status CudaKernel::setMaxDynamicSharedMemory(int bytes) {
-  if (bytes < 0 || bytes > device_->maxSharedMemoryOptin())
-    return invalidArgument("kernel '" + name_ + "': " + std::to_string(bytes) +
+Status CudaDevice::allowDynamicSharedMemory(cuda::CUfunction function,
+                                            int bytes,
+                                            const std::string &what) const {
+  if (bytes < 0 || bytes > maxSharedOptin_)
+    return invalidArgument(what + ": " + std::to_string(bytes) +
                            " bytes of dynamic shared memory requested, the "
                            "device allows at most " +
-                           std::to_string(device_->maxSharedMemoryOptin()));
-  return device_->driver()
-      .check(device_->driver().cuFuncSetAttribute(
-                 function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
-             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
-      .addContext("kernel '" + name_ + "'");
+                           std::to_string(maxSharedOptin_));
+  return driver_
+      ->check(driver_->cuFuncSetAttribute(
+                  function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+      .addContext(what);
+}
+
+Status CudaKernel::setMaxDynamicSharedMemory(int bytes) {
+  return device_->allowDynamicSharedMemory(function_, bytes,
+                                           "kernel '" + name_ + "'");
 }
 
 Status CudaKernel::launch(Dim3 grid, Dim3 block, unsigned sharedBytes,

@@ -56,6 +56,12 @@ public:
   int computeMinor() const { return ccMinor_; }
   /// Largest dynamic shared memory a kernel may opt in to, in bytes.
   int maxSharedMemoryOptin() const { return maxSharedOptin_; }
+  /// Allows `function` (named `what` in errors) launches with up to `bytes`
+  /// of dynamic shared memory (cuFuncSetAttribute
+  /// MAX_DYNAMIC_SHARED_SIZE_BYTES; needed above 48 KiB). kInvalidArgument
+  /// above maxSharedMemoryOptin().
+  Status allowDynamicSharedMemory(cuda::CUfunction function, int bytes,
+                                  const std::string &what) const;
   size_t totalMemory() const { return totalMemory_; }
   int driverVersion() const { return driverVersion_; } // e.g. 13000
   /// "NVIDIA H200 (sm_90, 132 SMs, 140 GiB, driver 13.0)"

@@ -330,18 +330,9 @@ struct GpuModelExecutable::Shim {
       int32_t &allowed = s.sharedOptIn[function];
       if (allowed < smem) {
         auto it = s.profile.names.find(function);
-        const std::string name =
-            it == s.profile.names.end() ? "a kernel" : "kernel '" + it->second + "'";
-        if (smem > s.device->maxSharedMemoryOptin())
-          return s.fail(executionError(
-              name + " needs " + std::to_string(smem) +
-              " bytes of dynamic shared memory; the device allows at most " +
-              std::to_string(s.device->maxSharedMemoryOptin())));
-        Status st = d.check(
-            d.cuFuncSetAttribute(static_cast<cuda::CUfunction>(function),
-                                 cuda::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                 smem),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+        Status st = s.device->allowDynamicSharedMemory(
+            static_cast<cuda::CUfunction>(function), smem,
+            it == s.profile.names.end() ? "a kernel" : "kernel '" + it->second + "'");
         if (!st.isOk())
           return s.fail(std::move(st));
         allowed = smem;
