@@ -299,8 +299,9 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
     2. one launch of a generated causal attention kernel
        (`gpu.module @kimi_mla`, one kernel per specialisation; docs/lowering/gpu-model.md, "MLA prefill
        kernel"): grid (ceil(T / 64), H, B), four warps of 16 query rows;
-       per tile of 64 keys it stages `[k_nope | k_pe]` and `v` in shared
-       memory, forms the scores with `mma.sync` (f16 operands, f32
+       per tile of 64 keys it copies `[k_nope | k_pe]` and `v` into one of
+       two stages of dynamic shared memory by `cp.async` (the next tile's
+       copies fly while this tile's products run), forms the scores with `mma.sync` (f16 operands, f32
        accumulation), applies the scale and the causal mask (query `t` sees
        keys `s <= L - T + t`, `L` the `lengths` operand or `S`; only on the
        tiles that straddle the diagonal), keeps an online softmax (running
@@ -372,6 +373,7 @@ def KimiGpuMlaKernels : Pass<"kimi-gpu-mla-kernels", "::mlir::ModuleOp"> {
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",

@@ -358,6 +358,7 @@ int main(int argc, char **argv) {
   // Batched decode: a session restored from random states and caches.
   long batch = 0;
   std::vector<double> batchS;
+  Executable::CallTimes batchTimes; // the timed batched steps'
   if (!batchModel.empty()) {
     Loaded bm = load(batchModel, seed, deviceWeights);
     if (profile)
@@ -393,6 +394,7 @@ int main(int argc, char **argv) {
       else
         bm.exe->clearProfile();
     }
+    batchTimes = bm.exe->callTimes();
     if (profile)
       std::fprintf(stderr, "== %ld decode steps, batch %ld\n%s", repeats, batch,
                    bm.exe->profileReport(profileRows).c_str());
@@ -461,8 +463,17 @@ int main(int argc, char **argv) {
   if (batch > 0) {
     double b = median(batchS);
     std::printf(",\n    {\"batch\": %ld, \"context\": %ld, "
-                "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f}",
+                "\"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f",
                 batch, context, b * 1e3, double(batch) / b);
+    // Host issue against device wait (a wait near zero: the host is the
+    // limit), and graph replays, over the timed steps.
+    if (batchTimes.calls > 0)
+      std::printf(", \"host_issue_ms_per_step\": %.3f, "
+                  "\"device_wait_ms_per_step\": %.3f, \"graph_replays\": %lld",
+                  batchTimes.issueMs / double(batchTimes.calls),
+                  batchTimes.waitMs / double(batchTimes.calls),
+                  (long long)batchTimes.graphReplays);
+    std::printf("}");
   }
   std::printf("\n  ],\n  \"hbm_floor_batch1\": {\"context\": %lld, "
               "\"bytes_per_step\": %.0f, \"copy_gbps\": %.1f, \"floor_ms\": %.4f, "

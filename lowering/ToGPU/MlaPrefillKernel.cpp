@@ -3,7 +3,9 @@
 // One block per (64 queries, head, sequence); four warps of 16 query rows.
 // The block stages its queries once in shared memory (f16, 16-byte pieces)
 // and keeps them as tensor-core A fragments in registers; then, per tile of
-// 64 keys, it stages [k_nope | k_pe] and v and each warp forms its 16 x 64 scores (mma.sync, f32), masks
+// 64 keys, it stages [k_nope | k_pe] and v by cp.async into one of two
+// stages of dynamic shared memory (the next tile's copies fly while this
+// tile's products run, in no registers) and each warp forms its 16 x 64 scores (mma.sync, f32), masks
 // them causally, updates the running row max m and sum l (online softmax,
 // in base 2), rescales its output accumulators and adds P V with P taken
 // straight from the score registers. The epilogue divides by l and applies
@@ -18,6 +20,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -33,8 +36,16 @@ namespace kimi::gpu {
 
 namespace {
 constexpr int64_t kPad = 8; // f16 elements of row padding: no bank conflicts
-constexpr int64_t kSharedBytes = 48 * 1024;
+/// Key tiles in flight: the one being used and the next.
+constexpr int64_t kStages = 2;
+/// A block's dynamic shared memory at most (an H100/H200 block may opt in to
+/// 227 KiB).
+constexpr int64_t kSharedBytes = 227 * 1024;
 } // namespace
+
+int64_t mlaPrefillSharedBytes(const MlaPrefillShape &s) {
+  return kStages * 2 * kMlaTileKeys * (s.dq() + kPad + s.dv + kPad);
+}
 
 LogicalResult verifyMlaPrefillShape(const MlaPrefillShape &s, std::string &why) {
   auto fail = [&](const std::string &msg) {
@@ -51,11 +62,11 @@ LogicalResult verifyMlaPrefillShape(const MlaPrefillShape &s, std::string &why) 
   if (s.dv <= 0 || s.dv % 16 != 0)
     return fail("v head width " + std::to_string(s.dv) +
                 ": the kernel needs a multiple of 16");
-  int64_t shared = 2 * kMlaTileKeys * (s.dq() + kPad + s.dv + kPad);
+  int64_t shared = mlaPrefillSharedBytes(s);
   if (shared > kSharedBytes)
     return fail("qk width " + std::to_string(s.dq()) + " and v width " +
                 std::to_string(s.dv) + " need " + std::to_string(shared) +
-                " bytes of shared memory per block, over 48 KiB");
+                " bytes of shared memory per block, over 227 KiB");
   // Registers per thread: query fragments dq / 4, output dv / 2, scores 32.
   if (s.dq() / 4 + s.dv / 2 > 160)
     return fail("qk width " + std::to_string(s.dq()) + " and v width " +
@@ -73,7 +84,9 @@ struct MlaPrefillEmitter {
   const MlaPrefillShape &s;
   const int64_t dq, ldk, ldv;
   Value q, kv, pe, gate, lengths, out, T, S;
-  Value kTile, vTile; // shared [64][ldk] (queries first, then keys), [64][ldv]
+  // Shared [2][64][ldk] (queries first, then key tiles) and [2][64][ldv]:
+  // key tile j in stage j mod 2.
+  Value kTile, vTile;
   Value tid, lane, warp, g, tq, seq, head, t0;
 
   /// Copies a [64][cols] f16 region into columns [dstCol, dstCol + cols) of
@@ -113,13 +126,69 @@ struct MlaPrefillEmitter {
     storeStaged(e, loaded, tile, 16);
   }
 
+  /// Key tile `j`'s [k_nope | k_pe] and v, by cp.async into stage `st`, as
+  /// one group: 16-byte pieces, rows past S (or a tile past the last)
+  /// zero-filled.
+  Value issueTile(Value j, Value st, Value tiles) {
+    OpBuilder &b = e.b;
+    const int64_t dn = s.nope, dv = s.dv, kvw = s.heads * (dn + dv);
+    Value key0 = e.mul(j, e.idx(kMlaTileKeys));
+    Value live = e.ult(j, tiles);
+    auto token = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    SmallVector<Value> tokens;
+    // cols columns of every row: from `from(row, sIdx) + col` of `src` to
+    // column dstCol + col of the stage's row.
+    auto copy = [&](Value tile, int64_t ld, int64_t dstCol, int64_t cols,
+                    const std::function<Value(Value)> &rowStart, Value src) {
+      if (cols == 0)
+        return;
+      const int64_t piecesPerRow = cols / 8, total = kMlaTileKeys * piecesPerRow;
+      for (int64_t u = 0; u < (total + kMlaThreads - 1) / kMlaThreads; ++u) {
+        Value piece = e.add(tid, e.idx(u * kMlaThreads));
+        Value row = e.divu(piece, e.idx(piecesPerRow));
+        Value col = e.mul(e.remu(piece, e.idx(piecesPerRow)), e.idx(8));
+        Value sIdx = e.add(key0, row);
+        Value valid = e.andI(live, e.ult(sIdx, S));
+        Value from = e.select(valid, e.add(rowStart(e.add(e.mul(seq, S), sIdx)), col),
+                              e.idx(0));
+        Value to = e.add(e.mul(e.add(e.mul(st, e.idx(kMlaTileKeys)), row), e.idx(ld)),
+                         e.add(col, e.idx(dstCol)));
+        auto issue = [&] {
+          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              b, e.loc, token, tile, ValueRange{to}, src, ValueRange{from},
+              b.getIndexAttr(8), e.select(valid, e.idx(8), e.idx(0)),
+              b.getUnitAttr()));
+        };
+        if (total % kMlaThreads == 0) {
+          issue();
+          continue;
+        }
+        // A partial last step: pieces past the tile copy nothing.
+        auto exists = scf::IfOp::create(b, e.loc, e.ult(piece, e.idx(total)), false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&exists.getThenRegion().front());
+        issue();
+        // (The copy's token stays inside; the group waits for all copies.)
+        tokens.pop_back();
+      }
+    };
+    Value headAt = e.mul(head, e.idx(dn + dv));
+    copy(kTile, ldk, 0, dn,
+         [&](Value r) { return e.add(e.mul(r, e.idx(kvw)), headAt); }, kv);
+    copy(kTile, ldk, dn, s.rope, [&](Value r) { return e.mul(r, e.idx(s.rope)); }, pe);
+    copy(vTile, ldv, 0, dv,
+         [&](Value r) { return e.add(e.add(e.mul(r, e.idx(kvw)), headAt), e.idx(dn)); },
+         kv);
+    return nvgpu::DeviceAsyncCreateGroupOp::create(b, e.loc, token, tokens);
+  }
+
   void emit(mlir::gpu::GPUModuleOp module, StringRef name) {
     OpBuilder &b = e.b;
     Type f16 = b.getF16Type();
-    const int64_t H = s.heads, dn = s.nope, dv = s.dv;
-    const int64_t kvw = H * (dn + dv);
-    kTile = e.sharedBuffer(module, (name + "_k").str(), kMlaTileKeys * ldk, f16);
-    vTile = e.sharedBuffer(module, (name + "_v").str(), kMlaTileKeys * ldv, f16);
+    const int64_t H = s.heads, dv = s.dv;
+    const int64_t kElems = kStages * kMlaTileKeys * ldk;
+    kTile = e.dynamicSharedBuffer(0, kElems, f16);
+    vTile = e.dynamicSharedBuffer(2 * kElems, kStages * kMlaTileKeys * ldv, f16);
     tid = e.threadId();
     lane = e.laneId();
     warp = e.divu(tid, e.idx(32));
@@ -153,6 +222,8 @@ struct MlaPrefillEmitter {
     SmallVector<FragA> qFrags;
     for (int64_t ks = 0; ks < dq / 16; ++ks)
       qFrags.push_back(e.fragA(kTile, warpRow, ldk, e.idx(ks * 16)));
+    // Every warp has its fragments before key tile 0 overwrites the queries.
+    e.barrier();
 
     // Key tiles up to the block's last visible key (offset + last query).
     Value lastQuery = e.sub(e.minu(e.add(t0, e.idx(kMlaBlockQueries)), T), e.idx(1));
@@ -176,6 +247,10 @@ struct MlaPrefillEmitter {
                                  e.add(t0, e.add(warpRow, e.add(g, e.idx(8))))};
     std::array<Value, 2> limit = {e.add(offset, rowT[0]), e.add(offset, rowT[1])};
 
+    // Tile 0's copies first; trip j issues tile j + 1's into the other
+    // stage (which trip j - 1 read: the barrier orders it), waits for its
+    // own tile's and uses it.
+    Value first = issueTile(e.idx(0), e.idx(0), tiles);
     auto loop = scf::ForOp::create(b, e.loc, e.idx(0), tiles, e.idx(1), init);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -183,42 +258,21 @@ struct MlaPrefillEmitter {
       Value j = loop.getInductionVar();
       ValueRange it = loop.getRegionIterArgs();
       Value key0 = e.mul(j, e.idx(kMlaTileKeys));
-      // The previous tile's readers (and the query fragments) are done.
+      Value stageIdx = e.remu(j, e.idx(kStages));
+      Value next = e.add(j, e.idx(1));
+      // The previous tile's readers are done with the stage tile j + 1 takes.
       e.barrier();
-      auto keyRow = [&](Value row) {
-        Value sIdx = e.add(key0, row);
-        return std::make_pair(e.add(e.mul(seq, S), sIdx), e.ult(sIdx, S));
-      };
-      stage(kTile, ldk, 0, dn,
-            [&](Value row, Value col) {
-              auto [r, valid] = keyRow(row);
-              Value at = e.add(e.add(e.mul(r, e.idx(kvw)), e.mul(head, e.idx(dn + dv))), col);
-              return std::make_pair(at, valid);
-            },
-            kv);
-      stage(kTile, ldk, dn, s.rope,
-            [&](Value row, Value col) {
-              auto [r, valid] = keyRow(row);
-              Value at = e.add(e.mul(r, e.idx(s.rope)), col);
-              return std::make_pair(at, valid);
-            },
-            pe);
-      stage(vTile, ldv, 0, dv,
-            [&](Value row, Value col) {
-              auto [r, valid] = keyRow(row);
-              Value at = e.add(e.add(e.mul(r, e.idx(kvw)),
-                                     e.add(e.mul(head, e.idx(dn + dv)), e.idx(dn))),
-                               col);
-              return std::make_pair(at, valid);
-            },
-            kv);
+      issueTile(next, e.remu(next, e.idx(kStages)), tiles);
+      nvgpu::DeviceAsyncWaitOp::create(b, e.loc, first, b.getI32IntegerAttr(1));
       e.barrier();
+      Value kRow0 = e.mul(stageIdx, e.idx(kMlaTileKeys));
 
       // Scores: 16 x 64 per warp, eight n8 tiles.
       SmallVector<Acc> sc(nTiles, e.zeroAcc());
       for (int64_t ks = 0; ks < dq / 16; ++ks)
         for (int64_t np = 0; np < nTiles / 2; ++np) {
-          auto bk = e.fragBRows(kTile, e.idx(np * 16), ldk, e.idx(ks * 16));
+          auto bk = e.fragBRows(kTile, e.add(kRow0, e.idx(np * 16)), ldk,
+                                e.idx(ks * 16));
           sc[2 * np] = e.mma(qFrags[ks], bk[0], sc[2 * np], f16);
           sc[2 * np + 1] = e.mma(qFrags[ks], bk[1], sc[2 * np + 1], f16);
         }
@@ -258,17 +312,20 @@ struct MlaPrefillEmitter {
       for (int64_t kk = 0; kk < kMlaTileKeys / 16; ++kk) {
         FragA p = e.accToFragA(sc[2 * kk], sc[2 * kk + 1], f16);
         for (int64_t np = 0; np < oTiles / 2; ++np) {
-          auto bv = e.fragBCols(vTile, e.idx(kk * 16), ldv, e.idx(np * 16));
+          auto bv = e.fragBCols(vTile, e.add(kRow0, e.idx(kk * 16)), ldv,
+                                e.idx(np * 16));
           o[2 * np] = e.mma(p, bv[0], o[2 * np], f16);
           o[2 * np + 1] = e.mma(p, bv[1], o[2 * np + 1], f16);
         }
       }
-      SmallVector<Value> next(st.next.begin(), st.next.end());
+      SmallVector<Value> carried(st.next.begin(), st.next.end());
       for (int64_t nt = 0; nt < oTiles; ++nt)
         for (int el = 0; el < 4; ++el)
-          next.push_back(o[nt][el]);
-      scf::YieldOp::create(b, e.loc, next);
+          carried.push_back(o[nt][el]);
+      scf::YieldOp::create(b, e.loc, carried);
     }
+    // The last trip's copies (of nothing) complete before the block ends.
+    nvgpu::DeviceAsyncWaitOp::create(b, e.loc, first, b.getI32IntegerAttr(0));
 
     // Epilogue: the row sums over the quad, out = O / l [* sigmoid(gate)].
     std::array<Value, 2> inv;

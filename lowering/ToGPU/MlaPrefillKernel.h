@@ -48,12 +48,16 @@ inline constexpr int64_t kMlaBlockQueries = 64;
 inline constexpr int64_t kMlaTileKeys = 64;
 inline constexpr int64_t kMlaThreads = 128;
 
+/// The dynamic shared memory the kernel is launched with (bytes): two
+/// stages of a key tile's [k_nope | k_pe] and v.
+int64_t mlaPrefillSharedBytes(const MlaPrefillShape &shape);
+
 /// Checks what the generator supports; `why` names the field at fault.
 llvm::LogicalResult verifyMlaPrefillShape(const MlaPrefillShape &shape,
                                           std::string &why);
 
 /// Emits `gpu.func @name` into `module`: grid (ceil(T / 64), H, B), block
-/// 128. Arguments: q, kv, pe, [gate], [lengths], out (memref<?x...>), then
+/// 128, mlaPrefillSharedBytes(shape) of dynamic shared memory. Arguments: q, kv, pe, [gate], [lengths], out (memref<?x...>), then
 /// B, T, S (index).
 mlir::gpu::GPUFuncOp emitMlaPrefillKernel(mlir::OpBuilder &b, mlir::Location loc,
                                           mlir::gpu::GPUModuleOp module,

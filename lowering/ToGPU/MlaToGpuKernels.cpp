@@ -14,6 +14,7 @@
 #include "dialects/Kimi/KimiOps.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
@@ -195,7 +196,8 @@ struct KimiGpuMlaKernels
     Value gridX = arith::CeilDivUIOp::create(b, loc, T, c(kimi::gpu::kMlaBlockQueries));
     mlir::gpu::LaunchFuncOp::create(
         b, loc, fn, mlir::gpu::KernelDim3{gridX, c(H), B},
-        mlir::gpu::KernelDim3{c(kimi::gpu::kMlaThreads), c(1), c(1)}, Value(),
+        mlir::gpu::KernelDim3{c(kimi::gpu::kMlaThreads), c(1), c(1)},
+        arith::ConstantIntOp::create(b, loc, kimi::gpu::mlaPrefillSharedBytes(shape), 32),
         args);
     op->getResult(0).replaceAllUsesWith(
         kimi::gpu::tensorOfFlatBuffer(b, loc, out, outType, outSizes));

@@ -52,6 +52,7 @@ static_assert(sizeof(CudaMemcpy2D) == 128 &&
                   offsetof(CudaMemcpy2D, dstDevice) == 88 &&
                   offsetof(CudaMemcpy2D, Height) == 120,
               "CUDA_MEMCPY2D layout (checked against CUDA 13's cuda.h)");
+constexpr int CU_MEMORYTYPE_HOST = 1;
 constexpr int CU_MEMORYTYPE_DEVICE = 2;
 
 // CUgraphExecUpdateResultInfo of cuGraphExecUpdate (cuda.h's layout).

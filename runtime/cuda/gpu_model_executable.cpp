@@ -596,6 +596,12 @@ GpuModelExecutable::createImpl(std::shared_ptr<const ArtifactSpec> artifact,
     exe->entries_[e.name] = fn.value();
     // Each state input's output of the same name, dtype and shape: where a
     // donated state may be updated in place.
+    bool cache = false, lengths = false;
+    for (const TensorSpec &t : e.inputs) {
+      cache |= t.role == TensorRole::kCache;
+      lengths |= t.role == TensorRole::kCacheLength;
+    }
+    exe->paddedCaches_ &= !cache || lengths;
     std::vector<size_t> &pairs = exe->stateOutputs_[e.name];
     pairs.assign(e.inputs.size(), kNoOutput);
     for (size_t i = 0; i < e.inputs.size(); ++i)
@@ -788,29 +794,53 @@ struct GpuModelExecutable::DeviceBlock {
 class DeviceCarriedTensor final : public CarriedTensor {
 public:
   using Block = GpuModelExecutable::DeviceBlock;
+  /// `rowPitch` > 0: a cache of several sequences [B, L, ...] whose
+  /// sequences lie `rowPitch` rows apart (rows L .. rowPitch - 1 of each are
+  /// zero): appends write in place, and entries read it padded to
+  /// [B, rowPitch, ...] (GpuModelExecutable::appendRows).
   DeviceCarriedTensor(DType dtype, std::vector<int64_t> shape,
                       std::shared_ptr<Block> block, cuda::CUdeviceptr data,
-                      std::shared_ptr<GrowableStorage> storage = nullptr)
+                      std::shared_ptr<GrowableStorage> storage = nullptr,
+                      int64_t rowPitch = 0)
       : CarriedTensor(dtype, std::move(shape)), block_(std::move(block)),
-        data_(data), storage_(std::move(storage)) {}
+        data_(data), storage_(std::move(storage)), rowPitch_(rowPitch) {}
   const void *residence() const override { return block_->owner.get(); }
   StatusOr<HostTensor> toHost() const override {
-    return block_->owner->download(data_, dtype(), shape());
+    return block_->owner->download(data_, dtype(), shape(), rowPitch_);
   }
   const std::shared_ptr<Block> &block() const { return block_; }
   cuda::CUdeviceptr data() const { return data_; }
   const std::shared_ptr<GrowableStorage> &storage() const { return storage_; }
+  int64_t rowPitch() const { return rowPitch_; }
+  /// The shape an entry reads: padded to the pitch.
+  std::vector<int64_t> readShape() const {
+    std::vector<int64_t> s = shape();
+    if (rowPitch_)
+      s[1] = rowPitch_;
+    return s;
+  }
 
 protected:
   StatusOr<HostTensor>
   regionToHost(size_t offset, const std::vector<int64_t> &shape) const override {
-    return block_->owner->download(data_ + offset, dtype(), shape);
+    if (!rowPitch_)
+      return block_->owner->download(data_ + offset, dtype(), shape);
+    // Rarely wanted of a cache: all of it, then the region.
+    KIMI_ASSIGN_OR_RETURN(HostTensor all, toHost());
+    int64_t numel = 0;
+    checkedNumel(shape, numel);
+    const size_t bytes = size_t(numel) * dtypeSize(dtype());
+    KIMI_ASSIGN_OR_RETURN(HostBuffer part, HostBuffer::allocate(bytes));
+    if (bytes)
+      std::memcpy(part.data, all.data() + offset, bytes);
+    return HostTensor{dtype(), shape, std::move(part)};
   }
 
 private:
   std::shared_ptr<Block> block_;
   cuda::CUdeviceptr data_;
   std::shared_ptr<GrowableStorage> storage_;
+  int64_t rowPitch_ = 0;
 };
 
 namespace {
@@ -832,8 +862,8 @@ GpuModelExecutable::allocateBlock(size_t bytes) const {
 }
 
 StatusOr<HostTensor> GpuModelExecutable::download(
-    cuda::CUdeviceptr address, DType dtype,
-    const std::vector<int64_t> &shape) const {
+    cuda::CUdeviceptr address, DType dtype, const std::vector<int64_t> &shape,
+    int64_t rowPitch) const {
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t numel = 0;
   checkedNumel(shape, numel);
@@ -842,9 +872,26 @@ StatusOr<HostTensor> GpuModelExecutable::download(
   KIMI_RETURN_IF_ERROR(device_->makeCurrent());
   KIMI_RETURN_IF_ERROR(stream_->synchronize());
   const CudaDriver &d = device_->driver();
-  if (bytes)
+  if (bytes && rowPitch) {
+    // [B, L, ...] out of sequences rowPitch rows apart.
+    const size_t b = size_t(shape[0]), perSequence = bytes / b;
+    const size_t rowBytes = perSequence / size_t(shape[1]);
+    cuda::CudaMemcpy2D m;
+    m.srcMemoryType = cuda::CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = address;
+    m.srcPitch = size_t(rowPitch) * rowBytes;
+    m.dstMemoryType = cuda::CU_MEMORYTYPE_HOST;
+    m.dstHost = host.data;
+    m.dstPitch = perSequence;
+    m.WidthInBytes = perSequence;
+    m.Height = b;
+    KIMI_RETURN_IF_ERROR(
+        d.check(d.cuMemcpy2DAsync(&m, stream_->handle()), "cuMemcpy2DAsync"));
+    KIMI_RETURN_IF_ERROR(stream_->synchronize());
+  } else if (bytes) {
     KIMI_RETURN_IF_ERROR(
         d.check(d.cuMemcpyDtoH(host.data, address, bytes), "cuMemcpyDtoH"));
+  }
   return HostTensor{dtype, shape, std::move(host)};
 }
 
@@ -926,12 +973,67 @@ StatusOr<CarriedRef> GpuModelExecutable::appendRows(const CarriedRef &cache,
     return CarriedRef(std::make_shared<DeviceCarriedTensor>(
         cache->dtype(), std::move(shape), old.block(), old.data(), old.storage()));
   }
+  const size_t b = size_t(batch);
+  auto pitchedCopy = [&](cuda::CUdeviceptr dst, size_t dstPitch,
+                         cuda::CUdeviceptr src, size_t srcPitch,
+                         size_t width) -> Status {
+    if (!width)
+      return Status::ok();
+    cuda::CudaMemcpy2D m;
+    m.srcMemoryType = m.dstMemoryType = cuda::CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = src;
+    m.srcPitch = srcPitch;
+    m.dstDevice = dst;
+    m.dstPitch = dstPitch;
+    m.WidthInBytes = width;
+    m.Height = b;
+    return d.check(d.cuMemcpy2DAsync(&m, stream), "cuMemcpy2DAsync");
+  };
+  // Several sequences, read padded (graphs and cache_length entries): each
+  // sequence gets a whole number of buckets of rows, zeroed past its
+  // length, and appends write into them in place (the newest tensor of the
+  // storage only: an older one's continuation copies). The pitch stays
+  // until a sequence outgrows it, so one graph serves a bucket of steps.
+  const int64_t oldRows = cache->shape()[1], newRows = shape[1];
+  if (batch > 1 && graphs_ && paddedCaches_ && newRows > 0 && newBytes) {
+    const size_t rowBytes = newBytes / (b * size_t(newRows));
+    const size_t oldWidth = size_t(oldRows) * rowBytes;
+    const size_t addWidth = size_t(newRows - oldRows) * rowBytes;
+    if (old.rowPitch() && old.storage() &&
+        old.storage()->claim(oldBytes, newBytes)) {
+      const size_t pitch = size_t(old.rowPitch()) * rowBytes;
+      KIMI_RETURN_IF_ERROR(pitchedCopy(old.data() + oldWidth, pitch, add.data(),
+                                       addWidth, addWidth));
+      return CarriedRef(std::make_shared<DeviceCarriedTensor>(
+          cache->dtype(), std::move(shape), old.block(), old.data(),
+          old.storage(), old.rowPitch()));
+    }
+    const int64_t bucket = graphBucket_;
+    const int64_t pitchRows = (newRows + bucket - 1) / bucket * bucket;
+    const size_t pitch = size_t(pitchRows) * rowBytes;
+    KIMI_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBlock> block,
+                          allocateBlock(b * pitch));
+    const cuda::CUdeviceptr base = block->base;
+    KIMI_RETURN_IF_ERROR(d.check(
+        d.cuMemsetD8Async(base, 0, b * pitch, stream), "cuMemsetD8Async (cache)"));
+    const size_t oldPitch =
+        size_t(old.rowPitch() ? old.rowPitch() : oldRows) * rowBytes;
+    KIMI_RETURN_IF_ERROR(pitchedCopy(base, pitch, old.data(), oldPitch, oldWidth));
+    KIMI_RETURN_IF_ERROR(
+        pitchedCopy(base + oldWidth, pitch, add.data(), addWidth, addWidth));
+    auto storage = std::make_shared<GrowableStorage>();
+    storage->capacity = b * pitch; // claims count [B, L] rows: L <= pitchRows
+    storage->filled = newBytes;
+    storage->zeroTail = true;
+    return CarriedRef(std::make_shared<DeviceCarriedTensor>(
+        cache->dtype(), std::move(shape), std::move(block), base,
+        std::move(storage), pitchRows));
+  }
   // A new block: room to double for one sequence; several sequences are
   // interleaved [B, L + n, ...] by two pitched copies. With graphs, one
   // sequence's block holds whole buckets of rows and its tail is zeroed,
   // so that decode may read it padded to the next bucket.
   size_t capacity = batch == 1 ? std::max(newBytes, 2 * oldBytes) : newBytes;
-  const int64_t newRows = shape[1];
   const size_t rowBytes = newRows > 0 ? newBytes / size_t(newRows) : 0;
   if (batch == 1 && graphs_ && rowBytes) {
     const size_t bucket = size_t(graphBucket_);
@@ -956,23 +1058,14 @@ StatusOr<CarriedRef> GpuModelExecutable::appendRows(const CarriedRef &cache,
         cache->dtype(), std::move(shape), std::move(block), base,
         std::move(storage)));
   }
-  const size_t b = size_t(batch), oldPer = oldBytes / b, addPer = addBytes / b;
-  auto pitched = [&](cuda::CUdeviceptr dst, cuda::CUdeviceptr src,
-                     size_t srcPitch, size_t width) -> Status {
-    if (!width)
-      return Status::ok();
-    cuda::CudaMemcpy2D m;
-    m.srcMemoryType = m.dstMemoryType = cuda::CU_MEMORYTYPE_DEVICE;
-    m.srcDevice = src;
-    m.srcPitch = srcPitch;
-    m.dstDevice = dst;
-    m.dstPitch = oldPer + addPer;
-    m.WidthInBytes = width;
-    m.Height = b;
-    return d.check(d.cuMemcpy2DAsync(&m, stream), "cuMemcpy2DAsync");
-  };
-  KIMI_RETURN_IF_ERROR(pitched(base, old.data(), oldPer, oldPer));
-  KIMI_RETURN_IF_ERROR(pitched(base + oldPer, add.data(), addPer, addPer));
+  const size_t oldPer = oldBytes / b, addPer = addBytes / b;
+  const size_t oldPitch =
+      old.rowPitch() && oldRows ? size_t(old.rowPitch()) * (oldPer / size_t(oldRows))
+                                : oldPer;
+  KIMI_RETURN_IF_ERROR(
+      pitchedCopy(base, oldPer + addPer, old.data(), oldPitch, oldPer));
+  KIMI_RETURN_IF_ERROR(
+      pitchedCopy(base + oldPer, oldPer + addPer, add.data(), addPer, addPer));
   return CarriedRef(std::make_shared<DeviceCarriedTensor>(
       cache->dtype(), std::move(shape), std::move(block), base));
 }
@@ -1044,7 +1137,9 @@ Status GpuModelExecutable::runCarried(
     if (t->residence() == this) {
       const auto &dt = static_cast<const DeviceCarriedTensor &>(*t);
       blocks.emplace(dt.block()->base, dt.block());
-      args.setContiguous(i, reinterpret_cast<void *>(dt.data()), t->shape());
+      // A padded cache (its sequences a pitch apart) is read padded: the
+      // entry's cache_length masks the zero rows past each length.
+      args.setContiguous(i, reinterpret_cast<void *>(dt.data()), dt.readShape());
       argPointers.push_back(args.pointer(i));
       continue;
     }
@@ -1309,17 +1404,22 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
       }
       continue;
     }
-    // A cache: one sequence in zeroed storage with room for the padding.
-    if (!lengths || t->residence() != this || shapes[i][0] != 1 ||
-        shapes[i][1] < 1)
+    // A cache: one sequence in zeroed storage with room for the padding,
+    // or several a bucket-multiple pitch apart (appendRows).
+    if (!lengths || t->residence() != this || shapes[i][1] < 1)
       return false;
     const auto &dt = static_cast<const DeviceCarriedTensor &>(*t);
     if (!dt.storage() || !dt.storage()->zeroTail)
       return false;
-    const int64_t rows = shapes[i][1];
-    const size_t rowBytes = t->bytes() / size_t(rows);
-    const int64_t padded = (rows + graphBucket_ - 1) / graphBucket_ * graphBucket_;
-    if (size_t(padded) * rowBytes > dt.storage()->capacity)
+    int64_t padded = dt.rowPitch();
+    if (shapes[i][0] == 1 && !padded) {
+      const int64_t rows = shapes[i][1];
+      const size_t rowBytes = t->bytes() / size_t(rows);
+      padded = (rows + graphBucket_ - 1) / graphBucket_ * graphBucket_;
+      if (size_t(padded) * rowBytes > dt.storage()->capacity)
+        return false;
+    }
+    if (!padded)
       return false;
     shapes[i][1] = padded;
     byReference[i] = dt.data();

@@ -193,9 +193,11 @@ private:
                             int64_t tokens, const std::vector<bool> &keep,
                             const std::vector<bool> &donated,
                             std::vector<CarriedRef> &outputs) const;
-  /// Bytes at `address` in a host tensor (waits for the stream).
+  /// Bytes at `address` in a host tensor (waits for the stream); with
+  /// `rowPitch`, a cache whose sequences lie rowPitch rows apart.
   StatusOr<HostTensor> download(cuda::CUdeviceptr address, DType dtype,
-                                const std::vector<int64_t> &shape) const;
+                                const std::vector<int64_t> &shape,
+                                int64_t rowPitch = 0) const;
 
   std::shared_ptr<const ArtifactSpec> artifact_;
   std::unique_ptr<CudaDevice> device_;
@@ -214,6 +216,11 @@ private:
   mutable std::mutex mutex_;
   bool graphs_ = true;
   int64_t graphBucket_ = 256;
+  /// Every entry that reads caches takes cache_length (--cache-lengths), so
+  /// it may read them padded: several sequences' caches then grow in place
+  /// with their sequences a bucket of rows apart, and their decode steps
+  /// replay as graphs too.
+  bool paddedCaches_ = true;
   /// Donated states are updated in place by graph replays (unless
   /// KIMI_GPU_STATES_IN_PLACE=0 when the executable is created).
   bool statesInPlace_ = true;

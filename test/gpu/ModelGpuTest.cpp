@@ -639,6 +639,105 @@ TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
   }
 }
 
+// Several sequences stepped together (an artifact compiled with --batch):
+// their caches grow in place a bucket-multiple pitch apart, are read padded
+// (cache_length masks the zero rows), and the decode steps replay as CUDA
+// graphs, to the same logits as direct calls on contiguous caches.
+class BatchedModelGpu : public ModelGpu {};
+
+TEST_P(BatchedModelGpu, DecodeGraphsMatchDirectCalls) {
+  KIMI_GPU_OR_SKIP(dev);
+  (void)dev;
+  auto spec = read(gpuPath);
+  const int64_t batch = spec->findEntry("decode")->inputs[0].shape[0];
+  ASSERT_GT(batch, 1) << "compile this case with --batch";
+  ScopedEnv noTiming("KIMI_GEMM_TUNING_MS", "0"); // as DecodeGraphsMatchDirectCalls
+  auto direct = load(spec), graphed = load(spec);
+  ASSERT_TRUE(direct.isOk()) << direct.status().message();
+  ASSERT_TRUE(graphed.isOk()) << graphed.status().message();
+  direct.value()->setGraphs(false);
+  // Buckets of 8 rows: 13 prompt steps and 20 more cross four buckets (the
+  // caches move to a wider pitch, the graph is captured again).
+  graphed.value()->setGraphs(true, 8, 2);
+  std::mt19937 rng(seed);
+  const uint32_t vocab = uint32_t(spec->model.vocabSize);
+  std::vector<int32_t> prompt(size_t(batch) * 13);
+  for (int32_t &t : prompt)
+    t = int32_t(rng() % vocab);
+  std::vector<std::vector<int32_t>> steps(20, std::vector<int32_t>(size_t(batch)));
+  for (auto &step : steps)
+    for (int32_t &t : step)
+      t = int32_t(rng() % vocab);
+  auto runAll = [&](Session &s) {
+    std::vector<float> rows;
+    auto p = s.prefill(prompt);
+    EXPECT_TRUE(p.isOk()) << p.status().message();
+    if (!p.isOk())
+      return rows;
+    rows.assign(p.value().data, p.value().data + p.value().rows * p.value().vocab);
+    for (const auto &step : steps) {
+      auto d = s.decode(step.data(), step.size());
+      EXPECT_TRUE(d.isOk()) << d.status().message();
+      if (!d.isOk())
+        return rows;
+      rows.insert(rows.end(), d.value().data,
+                  d.value().data + d.value().rows * d.value().vocab);
+    }
+    return rows;
+  };
+  auto sd = Session::create(direct.value());
+  auto sg = Session::create(graphed.value());
+  ASSERT_TRUE(sd.isOk() && sg.isOk());
+  std::vector<float> want = runAll(*sd.value());
+  std::vector<float> got = runAll(*sg.value());
+  ASSERT_EQ(want.size(), got.size());
+  ASSERT_FALSE(want.empty());
+  const double worst = worstRowError(got, want, size_t(vocab));
+  const Executable::CallTimes t = graphed.value()->callTimes();
+  std::printf("[ graphs   ] batch %lld: %lld replays, %lld captures (%lld "
+              "updating the graph they replace); worst row %.3g%s%s\n",
+              (long long)batch, (long long)t.graphReplays,
+              (long long)t.graphCaptures, (long long)t.graphUpdates, worst,
+              graphed.value()->graphFailure().empty() ? "" : "; ",
+              graphed.value()->graphFailure().c_str());
+  EXPECT_TRUE(graphed.value()->graphFailure().empty())
+      << graphed.value()->graphFailure();
+  EXPECT_GE(t.graphCaptures, 4);
+  EXPECT_GE(t.graphReplays, 20);
+  EXPECT_EQ(direct.value()->callTimes().graphReplays, 0);
+  EXPECT_LT(worst, 1e-5);
+
+  // A snapshot between replays, continued twice: the second continuation
+  // of the same caches cannot append in place (the first did), so it copies
+  // them to a new pitch, and both equal the direct session's continuation.
+  auto snap = sg.value()->saveState();
+  auto snapDirect = sd.value()->saveState();
+  ASSERT_TRUE(snap.isOk() && snapDirect.isOk());
+  std::vector<float> first, second, reference;
+  for (int round = 0; round < 3; ++round) {
+    Session &s = round == 2 ? *sd.value() : *sg.value();
+    ASSERT_TRUE(s.restoreState(round == 2 ? snapDirect.value() : snap.value()).isOk());
+    std::vector<float> &out = round == 0 ? first : round == 1 ? second : reference;
+    for (int i = 0; i < 3; ++i) {
+      auto d = s.decode(steps[size_t(i)].data(), size_t(batch));
+      ASSERT_TRUE(d.isOk()) << d.status().message();
+      out.insert(out.end(), d.value().data,
+                 d.value().data + d.value().rows * d.value().vocab);
+    }
+  }
+  EXPECT_LT(worstRowError(first, reference, size_t(vocab)), 1e-5);
+  EXPECT_LT(worstRowError(second, reference, size_t(vocab)), 1e-5);
+}
+
+// k3-tiny-bf16-b3: k3-tiny-bf16 compiled for three sequences (--batch 3).
+INSTANTIATE_TEST_SUITE_P(Models, BatchedModelGpu,
+                         ::testing::Values(ModelCase{"k3-tiny-bf16-b3", 0, 0}),
+                         [](const auto &info) {
+                           std::string n = info.param.name;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
 // k3-tiny-bw: --gpu-bf16-weight-products (the activations entering a bf16
 // weight's cuBLASLt product rounded to bf16) against the f32 CPU artifact,
 // within twice what bf16 activations change on the CPU (k3-tiny-a16);

@@ -23,16 +23,29 @@
 // CHECK: memref.cast %{{.*}} : memref<1xi32> to memref<?xi32>
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<16384xf32>
 // CHECK: %[[GX:.*]] = arith.ceildivui %{{.*}}, %c64
-// CHECK: gpu.launch_func  @kimi_mla::@mla_prefill_0 blocks in (%[[GX]], %c4, %{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}})  args({{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %c128 : index, %dim : index)
+// CHECK: gpu.launch_func  @kimi_mla::@mla_prefill_0 blocks in (%[[GX]], %c4, %{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}})  dynamic_shared_memory_size %c24576_i32 args({{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf16>, {{.*}} : memref<?xf32>, {{.*}} : memref<?xi32>, {{.*}} : memref<?xf32>, %{{.*}} : index, %c128 : index, %dim : index)
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable : memref<16384xf32>
 // CHECK: tensor.expand_shape
 // CHECK: gpu.module @kimi_mla
 // CHECK: gpu.func @mla_prefill_0
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// CHECK-COUNT-2: memref.get_global
+// Two stages of [k_nope | k_pe] (2 x 64 x (48 + 8) f16) and of v
+// (2 x 64 x (32 + 8)) in dynamic shared memory: 24,576 bytes.
+// CHECK: gpu.dynamic_shared_memory
+// CHECK: memref.view %{{.*}}[%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<7168xf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}}[%c14336][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<5120xf16, #gpu.address_space<workgroup>>
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
 // CHECK: nvvm.ldmatrix
+// Key tile 0's copies before the loop; each trip issues the next tile's,
+// then waits for its own (one group may stay in flight).
+// CHECK: nvgpu.device_async_copy %arg1[%{{.*}}], %{{.*}}[%{{.*}}], 8, %{{.*}} {bypassL1}
+// CHECK: %[[G0:.*]] = nvgpu.device_async_create_group
 // CHECK: scf.for
+// CHECK: gpu.barrier
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_wait %[[G0]] {numGroups = 1 : i32}
+// CHECK-NEXT: gpu.barrier
 // CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: math.exp2
 // CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>
