@@ -507,7 +507,10 @@ def KimiGpuRoutedExpertsKernels
     back (no padding) in tiles of 128 rows of one expert, which a table of
     tiles built as linalg names (expert, first row, end row): nothing is
     read on the host, so a batched decode step can be a graph. A block of
-    eight warps takes one tile and 64 columns. Where the experts hold at
+    eight warps takes one tile and 64 columns (warps of 32 x 32); with
+    bf16 rows and tables, 128 columns of gate and of up, or 256 of down,
+    in warps of 64 x 64 products, which read half the shared memory a
+    product that 32 x 32 warps do. Where the experts hold at
     most 16 rows each on average (a batch of decode tokens: k3-mini's batch
     64 gives 8), tiles are 32 rows and blocks 128 columns: a 128-row tile
     would run its tensor cores on zero rows, 15/16 of its products at 8
@@ -518,8 +521,8 @@ def KimiGpuRoutedExpertsKernels
     accumulation; the next step's global loads are issued before this
     step's products. bf16 rows and bf16 tables (the default types) need no
     register on the way: each step's pieces are `cp.async` copies into one
-    of four stages of dynamic shared memory (80 KiB for gate and up; three
-    stages of 32-row tiles), the later steps' copies in flight during a
+    of four stages of dynamic shared memory (120 KiB; three stages of
+    32-row tiles), the later steps' copies in flight during a
     step's products, so that a batch of decode tokens (a few rows an
     expert, little arithmetic between loads) still streams the tables at
     HBM speed. With `bf16-products` f32 rows are rounded to bf16 and

@@ -1,8 +1,11 @@
 //===- ExpertProductKernel.cpp - expert products on tensor cores ----------===//
 //
-// One block per (64 columns, 128 rows of one expert), eight warps of 32 x 32;
-// or, when the experts hold a few rows each (a batch of decode tokens), per
-// (128 columns, 32 rows), eight warps of 32 x 16. Per
+// One block per (columns, 128 rows of one expert), eight warps: with
+// cp.async copies (bf16 rows and tables) 256 columns of products (128 each
+// of gate and up, or 256 of one table) in warps of 64 x 64, else 64
+// columns in warps of 32 x 32; or, when the experts hold a few rows each (a
+// batch of decode tokens), per (128 columns, 32 rows), eight warps of
+// 32 x 16. Per
 // 32-deep step (one MXFP4 scale block) the block stages its rows' values,
 // split into `terms` bf16 tiles, and each table's slice as a bf16 tile
 // (rows n, k contiguous; MXFP4 codes decoded with their scale), then each
@@ -68,15 +71,8 @@ std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
   return "";
 }
 
-namespace {
-/// bf16 rows and tables go to shared memory as they are, by cp.async.
-bool usesAsyncCopies(const ExpertProductSpec &s) {
-  return s.bf16Rows && s.bf16Tables && s.terms == 1;
-}
-} // namespace
-
 int64_t expertProductSharedBytes(const ExpertProductSpec &s) {
-  if (!usesAsyncCopies(s))
+  if (!s.asyncCopies())
     return 0;
   return s.asyncStages() * 2 * (s.tileM + s.tables() * s.tileN()) * kLd;
 }
@@ -97,11 +93,13 @@ struct ExpertProductEmitter {
   /// Per table: its bf16 values, or its MXFP4 codes and scales.
   SmallVector<Value, 2> values, scales;
 
-  /// The tile: TM rows by TN columns, eight warps of 32 rows by warpCols
-  /// columns (4 x 2 warps of 32 x 32 for 128 x 64, 1 x 8 of 32 x 16 for
-  /// 32 x 128), NT n8 tiles a warp.
-  const int64_t TM = s.tileM, TN = s.tileN(), warpsM = TM / 32,
-                warpsN = 8 / warpsM, warpCols = TN / warpsN, NT = warpCols / 8;
+  /// The tile: TM rows by TN columns, eight warps of WM rows by warpCols
+  /// columns (2 x 4 warps of 64 x 32 (64 gate/up) or 64 x 64 for the
+  /// cp.async 128-row tile, 4 x 2 of 32 x 32 for 128 x 64, 1 x 8 of 32 x
+  /// 16 for 32 x 128), MI m16 and NT n8 tiles a warp.
+  const int64_t TM = s.tileM, TN = s.tileN(), WM = s.warpRows(),
+                warpsM = TM / WM, warpsN = 8 / warpsM, warpCols = TN / warpsN,
+                MI = WM / 16, NT = warpCols / 8;
   /// Per step, a thread's share of the rows: vectors of four values.
   const int64_t kRowPieces = TM * kDepth / 4 / kExpertProductThreads;
   /// And of each table: vectors of eight values (one word of codes).
@@ -117,7 +115,7 @@ struct ExpertProductEmitter {
     // memory (later steps' copies fly while this step's products run, in
     // no registers); the others pass through registers to be split into
     // terms or decoded, one static stage.
-    const bool async = usesAsyncCopies(s);
+    const bool async = s.asyncCopies();
     const int64_t stages = async ? s.asyncStages() : 1;
     SmallVector<Value, 3> aTiles;
     SmallVector<Value, 2> bTiles;
@@ -262,8 +260,8 @@ struct ExpertProductEmitter {
         }
     };
 
-    // Accumulators: per table 2 NT m16n8 tiles of a warp's 32 rows.
-    const int64_t tilesPerTable = 2 * NT, accPerTable = 4 * tilesPerTable;
+    // Accumulators: per table MI NT m16n8 tiles of a warp's WM rows.
+    const int64_t tilesPerTable = MI * NT, accPerTable = 4 * tilesPerTable;
     auto accOf = [&](ValueRange it) {
       SmallVector<Acc> acc;
       for (int64_t i = 0; i < tables * tilesPerTable; ++i)
@@ -285,9 +283,9 @@ struct ExpertProductEmitter {
           }
         // The smallest term first: it is added to the smallest sums.
         for (int term = s.terms - 1; term >= 0; --term)
-          for (int64_t i = 0; i < 2; ++i) {
+          for (int64_t i = 0; i < MI; ++i) {
             FragA a = e.fragA(
-                aTiles[term], e.add(aRow0, e.add(e.mul(wm, e.idx(32)), e.idx(16 * i))),
+                aTiles[term], e.add(aRow0, e.add(e.mul(wm, e.idx(WM)), e.idx(16 * i))),
                 kLd, e.idx(ks));
             for (int t = 0; t < tables; ++t)
               for (int64_t nt = 0; nt < NT; ++nt) {
@@ -414,9 +412,9 @@ struct ExpertProductEmitter {
     auto result = [&](int t, int64_t tile, int64_t half, int64_t l) {
       return loop.getResult(t * accPerTable + 4 * tile + 2 * half + l);
     };
-    for (int64_t i = 0; i < 2; ++i)
+    for (int64_t i = 0; i < MI; ++i)
       for (int64_t half = 0; half < 2; ++half) {
-        Value r = e.add(e.mul(wm, e.idx(32)), e.add(e.idx(16 * i + 8 * half), g));
+        Value r = e.add(e.mul(wm, e.idx(WM)), e.add(e.idx(16 * i + 8 * half), g));
         auto rowIf = scf::IfOp::create(b, loc, e.ult(e.add(m0, r), limit), false);
         OpBuilder::InsertionGuard rg(b);
         b.setInsertionPointToStart(&rowIf.getThenRegion().front());

@@ -52,7 +52,20 @@ struct ExpertProductSpec {
   int64_t tileM = 128;
 
   int tables() const { return glu ? 2 : 1; }
-  int64_t tileN() const { return tileM == 32 ? 128 : 64; }
+  /// bf16 rows and tables go to shared memory as they are, by cp.async.
+  bool asyncCopies() const { return bf16Rows && bf16Tables && terms == 1; }
+  /// Columns of a tile (of each table). A 128-row tile of cp.async copies
+  /// is 256 columns of products wide (128 of each of gate and up), in
+  /// warps of 64 x 64: the fewest shared-memory reads a product (the
+  /// tensor cores wait on them at 32 x 32); the register path keeps 64
+  /// columns and warps of 32 x 32 (its staging registers leave no room).
+  int64_t tileN() const {
+    if (tileM == 32)
+      return 128;
+    return asyncCopies() ? (glu ? 128 : 256) : 64;
+  }
+  /// Rows of a warp's tile: 64 for the 128-row cp.async tile, else 32.
+  int64_t warpRows() const { return tileM == 128 && asyncCopies() ? 64 : 32; }
   /// cp.async stages (bf16 rows and tables): later steps' copies in flight
   /// while a step's products run.
   int64_t asyncStages() const { return tileM == 32 ? 3 : 4; }

@@ -235,6 +235,9 @@ private:
   /// it is not a state).
   std::map<std::string, std::vector<size_t>> stateOutputs_;
   mutable std::map<std::string, int64_t> directCalls_; // by entry
+  /// By entry: the key of its last call that found no graph (captured when
+  /// the next call has it too).
+  mutable std::map<std::string, std::string> lastKey_;
   mutable std::set<std::string> uncapturable_;         // entries
   mutable std::string graphFailure_;
   // Last: the graphs go before the stream and device they use.

@@ -282,32 +282,33 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 // run as the same kernels, but nothing needs a register on its way to
 // shared memory: each step's row and table pieces (eight bf16 values, 16
 // bytes) are cp.async copies into one of four stages of dynamic shared
-// memory (the launch passes 4 x 2 x (128 + 2 x 64) x 40 bytes for gate and
-// up, 4 x 2 x (128 + 64) x 40 for down). Steps 0..2 go out before the loop;
+// memory (the launch passes 4 x 2 x (128 + 2 x 128) x 40 bytes for gate and
+// up, 128 columns of each in warps of 64 rows x 32 columns of each, and
+// 4 x 2 x (128 + 256) x 40 for down's 256 columns in warps of 64 x 64). Steps 0..2 go out before the loop;
 // step s waits until at most two groups are pending (its own has landed),
 // one barrier, then step s + 3's copies into the stage step s - 1 read;
 // rows past the tile's end and steps past the last copy 0 bytes (zero
 // fill). The GLU is SiTU as K3 has it.
 // CHECK-LABEL: func.func @bf16_prefill
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} dynamic_shared_memory_size %c81920_i32 args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
-// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} dynamic_shared_memory_size %c61440_i32 args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} dynamic_shared_memory_size %c122880_i32 args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} dynamic_shared_memory_size %c122880_i32{{[_0-9]*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
 // CHECK: gpu.func @expert_product_0
 // CHECK-NOT: vector.bitcast
 // CHECK: memref.view %{{.*}}[%c0{{[_0-9]*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<20480xbf16, #gpu.address_space<workgroup>>
-// CHECK: memref.view %{{.*}}[%c40960{{[_0-9]*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<10240xbf16, #gpu.address_space<workgroup>>
-// CHECK: memref.view %{{.*}}[%c61440{{[_0-9]*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<10240xbf16, #gpu.address_space<workgroup>>
-// CHECK-COUNT-4: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}}[%c40960{{[_0-9]*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<20480xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}}[%c81920{{[_0-9]*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<20480xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-6: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-4: nvgpu.device_async_copy
+// CHECK-COUNT-6: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-4: nvgpu.device_async_copy
+// CHECK-COUNT-6: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-4: nvgpu.device_async_copy
+// CHECK-COUNT-6: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK-COUNT-64: nvvm.mma.sync
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
@@ -315,7 +316,7 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 // CHECK: gpu.func @expert_product_1
 // EXACT-LABEL: func.func @bf16_prefill
 // EXACT: gpu.func @expert_product_0
-// EXACT-COUNT-32: nvvm.mma.sync
+// EXACT-COUNT-64: nvvm.mma.sync
 func.func @bf16_prefill(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %i: tensor<128x4xi32>,
                         %g: tensor<16x64x256xbf16>, %u: tensor<16x64x256xbf16>, %d: tensor<16x256x64xbf16>) -> tensor<128x256xbf16> {
   %r = kimi.routed_experts situ %z, %w, %i experts(%g, %u, %d) {beta = 4.0 : f64, linear_beta = 25.0 : f64} : (tensor<128x256xbf16>, tensor<128x4xf32>, tensor<128x4xi32>, tensor<16x64x256xbf16>, tensor<16x64x256xbf16>, tensor<16x256x64xbf16>) -> tensor<128x256xbf16>
