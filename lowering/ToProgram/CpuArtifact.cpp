@@ -41,10 +41,13 @@ std::vector<int64_t> shapeOf(RankedTensorType t) {
 }
 
 /// One argument or result of an entry. Logits and cache rows carry the
-/// token count of the call in dimension 1, which the artifact marks dynamic.
+/// token count of the call in dimension 1, which the artifact marks dynamic;
+/// `lastLogits` logits are one row per sequence whatever the count
+/// (kimi-compile --prefill-logits=last).
 llvm::Expected<rt::TensorSpec> specOf(Type type, StringAttr stateName,
                                       bool isInput, bool first,
-                                      bool cacheLength = false) {
+                                      bool cacheLength = false,
+                                      bool lastLogits = false) {
   auto t = cast<RankedTensorType>(type);
   llvm::Expected<rt::DType> dtype = dtypeOf(t.getElementType());
   if (!dtype)
@@ -55,7 +58,7 @@ llvm::Expected<rt::TensorSpec> specOf(Type type, StringAttr stateName,
   if (first) {
     spec.name = isInput ? "tokens" : "logits";
     spec.role = isInput ? rt::TensorRole::kTokens : rt::TensorRole::kLogits;
-    if (!isInput)
+    if (!isInput && !lastLogits)
       spec.shape[1] = -1;
     return spec;
   }
@@ -89,10 +92,15 @@ llvm::Expected<rt::EntrySpec> entryOf(func::FuncOp fn) {
       return spec.takeError();
     entry.inputs.push_back(*spec);
   }
+  // Logits of one row from calls of other token counts: the last token's.
+  const bool lastLogits =
+      type.getNumInputs() > 0 && type.getNumResults() > 0 &&
+      cast<RankedTensorType>(type.getResult(0)).getDimSize(1) == 1 &&
+      cast<RankedTensorType>(type.getInput(0)).getDimSize(1) != 1;
   for (unsigned i = 0; i < type.getNumResults(); ++i) {
     auto spec = specOf(type.getResult(i),
                        fn.getResultAttrOfType<StringAttr>(i, "kimi.state"),
-                       /*isInput=*/false, i == 0);
+                       /*isInput=*/false, i == 0, false, lastLogits);
     if (!spec)
       return spec.takeError();
     entry.outputs.push_back(*spec);

@@ -56,6 +56,9 @@ struct EntrySpec {
   int64_t batch;
   int64_t tokens; // ShapedType::kDynamic for any length
   bool stateful;
+  /// Logits of each sequence's last token only ([B, 1, V]): the final
+  /// norm and the LM head run on one row (ImportOptions::lastLogitsOnly).
+  bool lastLogits = false;
 };
 
 /// One state tensor a layer function takes (decode) or returns.
@@ -569,7 +572,8 @@ void ModelBuilder::entryFunction(const EntrySpec &mode) {
   }
 
   SmallVector<Type> inputs = {tt({batch, tokens}, b.getI32Type())};
-  SmallVector<Type> results = {tt({batch, tokens, cfg.vocab}, f32)};
+  SmallVector<Type> results = {
+      tt({batch, mode.lastLogits ? 1 : tokens, cfg.vocab}, f32)};
   SmallVector<StateSlot> allSlots;
   for (int64_t l = 0; l < cfg.numLayers; ++l)
     for (const StateSlot &s : stateSlots(l, mode)) {
@@ -619,6 +623,32 @@ void ModelBuilder::entryFunction(const EntrySpec &mode) {
       stateOut.push_back(r);
   }
 
+  if (mode.lastLogits) {
+    // Everything after the last layer is per token: only the last row of
+    // h and of each block source goes on.
+    auto lastRow = [&](Value x) {
+      SmallVector<int64_t> shape = shapeOf(x);
+      Value rows = ShapedType::isDynamic(shape[1])
+                       ? tensor::DimOp::create(b, loc, x, 1).getResult()
+                       : arith::ConstantIndexOp::create(b, loc, shape[1]).getResult();
+      Value last = arith::SubIOp::create(
+          b, loc, rows, arith::ConstantIndexOp::create(b, loc, 1));
+      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), last,
+                                           b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(shape[0]),
+                                         b.getIndexAttr(1),
+                                         b.getIndexAttr(shape[2])};
+      SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+      auto type = tt({shape[0], 1, shape[2]},
+                     cast<RankedTensorType>(x.getType()).getElementType());
+      return tensor::ExtractSliceOp::create(b, loc, type, x, offsets, sizes,
+                                            strides)
+          .getResult();
+    };
+    h = lastRow(h);
+    for (Value &block : blocks)
+      block = lastRow(block);
+  }
   if (cfg.attnResBlock > 0) {
     SmallVector<Value> srcs(blocks);
     srcs.push_back(h);
@@ -670,11 +700,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> ModelBuilder::build() {
   module = *owned;
   module->setAttr("kimi.model_type", b.getStringAttr(cfg.modelType));
   if (opts.prefillChunk > 0)
-    entryFunction(
-        {"prefill", opts.prefillBatch, opts.prefillChunk, /*stateful=*/true});
+    entryFunction({"prefill", opts.prefillBatch, opts.prefillChunk,
+                   /*stateful=*/true, opts.lastLogitsOnly});
   else
     entryFunction({"prefill", opts.prefillBatch, ShapedType::kDynamic,
-                   /*stateful=*/false});
+                   /*stateful=*/false, opts.lastLogitsOnly});
   entryFunction({"decode", opts.decodeBatch, 1, /*stateful=*/true});
   if (failed(verify(module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -48,6 +48,12 @@ struct ImportOptions {
   /// (`kimi.mla_decode ... lengths`). One compiled shape then serves a range
   /// of cache lengths, which a replayed CUDA graph of the decode step needs.
   bool cacheLengths = false;
+  /// `@prefill` returns the logits of each sequence's last token only,
+  /// [B, 1, V]: the final norm and LM head run on one row per sequence
+  /// instead of every token's (a chunked prefill's earlier chunks compute
+  /// none they would discard; K3's vocabulary makes a 2048-token chunk's
+  /// logits 1.3 GB of f32).
+  bool lastLogitsOnly = false;
 };
 
 /// Registers the dialects the imported IR uses.

@@ -74,6 +74,11 @@ Session::create(std::shared_ptr<const Executable> executable) {
   }
   if (s->prefill_->inputs.size() > 1)
     s->prefillChunk_ = s->prefill_->inputs[0].shape[1];
+  {
+    const std::vector<int64_t> &l = s->prefill_->outputs[s->prefillLogits_].shape;
+    s->prefillLastOnly_ = l.size() == 3 && l[1] == 1 &&
+                          s->prefill_->inputs[0].shape[1] != 1;
+  }
   s->carried_.resize(s->slots_.size());
   s->exe_ = std::move(executable);
   return s;
@@ -168,15 +173,16 @@ Session::call(const EntrySpec &entry, bool usePrefill, const int32_t *tokens,
   KIMI_RETURN_IF_ERROR(
       exe_->runCarried(entry.name, inputs, count, keep, donated, outs));
   const CarriedRef &l = outs[logitsOut];
+  const int64_t rows = usePrefill && prefillLastOnly_ ? 1 : count;
   if (!l || (!keepLogits && !l->host()) || l->dtype() != DType::kF32 ||
-      l->bytes() != static_cast<size_t>(batch_ * count * vocab_) * sizeof(float))
+      l->bytes() != static_cast<size_t>(batch_ * rows * vocab_) * sizeof(float))
     return executionError(
         "entry " + quoted(entry.name) + ": logits " +
         (l ? shapeToString(l->shape()) + " hold " +
                  std::to_string(l->bytes() / 4) + " values"
            : std::string("missing")) +
         ", expected " + std::to_string(batch_) + " x " +
-        std::to_string(count) + " x " + std::to_string(vocab_) +
+        std::to_string(rows) + " x " + std::to_string(vocab_) +
         (keepLogits ? "" : " on the host"));
   logits = l;
   return outs;
@@ -248,6 +254,12 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
                            std::to_string(maxPositions_));
   auto start = std::chrono::steady_clock::now();
   const bool lastOnly = which == PrefillLogits::kLast;
+  if (!lastOnly && prefillLastOnly_)
+    return invalidArgument(
+        "prefill: every token's logits were asked for, but this artifact's "
+        "'prefill' returns each sequence's last only (kimi-compile "
+        "--prefill-logits=last); ask for the last rows, or compile with "
+        "--prefill-logits=all");
 
   if (prefillChunk_ > 0) {
     // Stateful prefill: zero state, floor(T/C) chunk steps, then decode
@@ -281,6 +293,7 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
     std::vector<int32_t> part;
     CarriedRef rows;
     int64_t done = 0, n = 0;
+    int64_t rowsPerSequence = 0; // of the last step's logits
     while (done < t) {
       bool chunk = t - done >= prefillChunk_;
       n = chunk ? prefillChunk_ : 1;
@@ -295,6 +308,7 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
         return stepped.status();
       }
       rows = std::move(stepped.value());
+      rowsPerSequence = chunk && prefillLastOnly_ ? 1 : n;
       if (!lastOnly) {
         const size_t rowBytes = size_t(vocab_) * 4;
         for (int64_t b = 0; b < batch_; ++b)
@@ -305,7 +319,7 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
       done += n;
     }
     if (lastOnly) {
-      StatusOr<HostTensor> last = lastRows(*rows, n);
+      StatusOr<HostTensor> last = lastRows(*rows, rowsPerSequence);
       if (!last.isOk()) {
         restore();
         return last.status();
@@ -323,7 +337,7 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
         std::vector<CarriedRef> outs,
         call(*prefill_, true, tokens, t, lastOnly, logits, donated));
     if (lastOnly) {
-      KIMI_ASSIGN_OR_RETURN(logits_, lastRows(*logits, t));
+      KIMI_ASSIGN_OR_RETURN(logits_, lastRows(*logits, prefillLastOnly_ ? 1 : t));
     } else {
       logits_ = *logits->host();
     }

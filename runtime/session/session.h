@@ -156,6 +156,9 @@ private:
   /// Tokens of one stateful prefill step; 0 when prefill takes a whole
   /// sequence from zero state.
   int64_t prefillChunk_ = 0;
+  /// `prefill` returns each sequence's last logits row only ([B, 1, V]:
+  /// kimi-compile --prefill-logits=last).
+  bool prefillLastOnly_ = false;
   int64_t vocab_ = 0;
   int64_t maxPositions_ = 0;
   int64_t batch_ = 1;

@@ -282,6 +282,63 @@ TEST_P(ModelE2E, PrefillLastLogitsAreTheLastRows) {
   }
 }
 
+/// An artifact compiled with --prefill-logits=last computes the final norm
+/// and LM head on each sequence's last token only: its prefill gives the
+/// last row of the all-rows artifact's (the same weights; the LM head's
+/// product over one row instead of many, so within f32 rounding), for a
+/// prompt ending on a chunk step, one ending with decode steps, and one of
+/// a single token; the next decode step agrees; every row is refused with
+/// a message naming the flag.
+TEST_P(ModelE2E, LastLogitsArtifactGivesTheLastRows) {
+  if (GetParam().artifactName() != "k3-tiny")
+    GTEST_SKIP() << "the last-logits artifact is built for k3-tiny";
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ASSERT_NO_FATAL_FAILURE(writeWeights());
+  auto full = load();
+  ASSERT_TRUE(full.isOk()) << full.status().message();
+  StatusOr<ArtifactSpec> spec =
+      ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/k3-tiny-last.kimi");
+  ASSERT_TRUE(spec.isOk()) << spec.status().message();
+  auto lastSpec = std::make_shared<const ArtifactSpec>(std::move(spec.value()));
+  const std::vector<int64_t> &shape =
+      lastSpec->findEntry("prefill")->outputs[0].shape;
+  ASSERT_EQ(shape, (std::vector<int64_t>{1, 1, config.vocab}));
+  auto loader = WeightLoader::open({weightFile});
+  ASSERT_TRUE(loader.isOk()) << loader.status().message();
+  auto lastOnly = CpuExecutable::create(lastSpec, *loader.value());
+  ASSERT_TRUE(lastOnly.isOk()) << lastOnly.status().message();
+  const int64_t V = config.vocab;
+  std::vector<int32_t> tokens = randomTokens(131);
+  for (size_t n : {size_t(64), size_t(130), size_t(1)}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    auto a = Session::create(full.value());
+    auto l = Session::create(lastOnly.value());
+    ASSERT_TRUE(a.isOk() && l.isOk());
+    StatusOr<LogitsView> all = a.value()->prefill(tokens.data(), n);
+    ASSERT_TRUE(all.isOk()) << all.status().message();
+    std::vector<double> want(all.value().data + (n - 1) * V,
+                             all.value().data + n * V);
+    StatusOr<LogitsView> last =
+        l.value()->prefill(tokens.data(), n, PrefillLogits::kLast);
+    ASSERT_TRUE(last.isOk()) << last.status().message();
+    ASSERT_EQ(last.value().rows, 1);
+    EXPECT_LT(relativeError(last.value().data, want, 0, size_t(V)), 1e-6);
+    EXPECT_EQ(l.value()->length(), int64_t(n));
+    StatusOr<LogitsView> da = a.value()->decodeStep(tokens[n]);
+    ASSERT_TRUE(da.isOk()) << da.status().message();
+    std::vector<double> next(da.value().data, da.value().data + V);
+    StatusOr<LogitsView> dl = l.value()->decodeStep(tokens[n]);
+    ASSERT_TRUE(dl.isOk()) << dl.status().message();
+    EXPECT_LT(relativeError(dl.value().data, next, 0, size_t(V)), 1e-6);
+  }
+  auto s = Session::create(lastOnly.value());
+  ASSERT_TRUE(s.isOk());
+  StatusOr<LogitsView> every = s.value()->prefill(tokens.data(), 70);
+  ASSERT_FALSE(every.isOk());
+  EXPECT_NE(every.status().message().find("--prefill-logits"), std::string::npos)
+      << every.status().message();
+}
+
 /// An artifact compiled with --batch 3 steps three sequences at once: its
 /// prefill chunk and decode steps give each sequence the logits that a
 /// batch-1 session gives it alone (f32, other summation orders), states and

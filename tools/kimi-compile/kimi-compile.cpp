@@ -216,6 +216,14 @@ cl::opt<int64_t> prefillChunk(
     cl::desc("0: @prefill takes a whole sequence from zero state; N: @prefill "
              "is a stateful step over N tokens (static shapes)"),
     cl::init(0), cl::cat(category));
+cl::opt<std::string> prefillLogits(
+    "prefill-logits",
+    cl::desc("all: @prefill returns the logits of every token [B, T, V] "
+             "(perplexity, scoring); last: of each sequence's last token "
+             "[B, 1, V], all generation needs: the final norm and the LM "
+             "head run on one row, and a chunked prefill's earlier chunks "
+             "compute no logits (default all)"),
+    cl::init("all"), cl::cat(category));
 cl::opt<bool> cacheLengths(
     "cache-lengths",
     cl::desc("Stateful entries take cache_length [B] (i32), the valid rows of "
@@ -377,6 +385,9 @@ int main(int argc, char **argv) {
       "  kimi-compile kda.mlir --target sm_90a -o kda.kimi\n");
 
   if (llvm::StringRef(configPath).ends_with(".mlir")) {
+    if (prefillLogits.getNumOccurrences())
+      return fail("--prefill-logits shapes a model's @prefill: it applies to "
+                  "a config.json, not to .mlir kernel libraries");
     if (target != Target::Sm90a)
       return fail(".mlir input compiles for --target sm_90a (kernel "
                   "libraries); models come from a config.json");
@@ -522,6 +533,13 @@ int main(int argc, char **argv) {
   options.cacheLengths = cacheLengths.getNumOccurrences()
                              ? cacheLengths.getValue()
                              : gpu && strategy.empty();
+  if (prefillLogits != "all" && prefillLogits != "last")
+    return fail("--prefill-logits must be 'all' or 'last', got '" +
+                prefillLogits.getValue() + "'");
+  options.lastLogitsOnly = prefillLogits == "last";
+  if (options.lastLogitsOnly && !strategy.empty())
+    return fail("--prefill-logits=last is not supported with --strategy (the "
+                "partitioned models return every token's logits)");
   if (options.cacheLengths && !strategy.empty())
     return fail("--cache-lengths is not supported with --strategy (the "
                 "partitioned models keep exact cache lengths)");
