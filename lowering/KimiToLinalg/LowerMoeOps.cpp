@@ -303,19 +303,23 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
       sizes.push_back(b.getIndexAttr(d));
     return filled(b, loc, sizes, i32, 0);
   };
+  // Loops (block, expert, token, slot): the expert innermost of the
+  // parallel ones, so that the GPU's threads of a warp, one expert each,
+  // read the same block's slots (one broadcast load, not 32 scattered ones:
+  // k3-mini's 2048-token chunk took 38 us a call the other way round).
   Value hist =
       linalg::GenericOp::create(
           b, loc, TypeRange{RankedTensorType::get({E, blocks}, i32)},
           ValueRange{ids3, wts3}, ValueRange{i32Tensor({E, blocks})},
-          ArrayRef<AffineMap>{dimsMap(ctx, 4, {1, 2, 3}),
-                              dimsMap(ctx, 4, {1, 2, 3}),
-                              dimsMap(ctx, 4, {0, 1})},
+          ArrayRef<AffineMap>{dimsMap(ctx, 4, {0, 2, 3}),
+                              dimsMap(ctx, 4, {0, 2, 3}),
+                              dimsMap(ctx, 4, {1, 0})},
           ArrayRef<IT>{IT::parallel, IT::parallel, IT::reduction,
                        IT::reduction},
           [&](OpBuilder &nb, Location l, ValueRange a) {
             Value mine = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
                                                asIndex(nb, l, a[0]),
-                                               index(nb, l, 0));
+                                               index(nb, l, 1));
             Value hit = arith::AndIOp::create(nb, l, mine,
                                               dispatched(nb, l, a[1]));
             linalg::YieldOp::create(nb, l, ValueRange{count(nb, l, a[2], hit)});
