@@ -293,7 +293,6 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
     std::vector<int32_t> part;
     CarriedRef rows;
     int64_t done = 0, n = 0;
-    int64_t rowsPerSequence = 0; // of the last step's logits
     while (done < t) {
       bool chunk = t - done >= prefillChunk_;
       n = chunk ? prefillChunk_ : 1;
@@ -308,7 +307,6 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
         return stepped.status();
       }
       rows = std::move(stepped.value());
-      rowsPerSequence = chunk && prefillLastOnly_ ? 1 : n;
       if (!lastOnly) {
         const size_t rowBytes = size_t(vocab_) * 4;
         for (int64_t b = 0; b < batch_; ++b)
@@ -319,7 +317,8 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
       done += n;
     }
     if (lastOnly) {
-      StatusOr<HostTensor> last = lastRows(*rows, rowsPerSequence);
+      // (The final step's rows a sequence: 1 for --prefill-logits=last.)
+      StatusOr<HostTensor> last = lastRows(*rows, rows->shape()[1]);
       if (!last.isOk()) {
         restore();
         return last.status();
@@ -337,7 +336,7 @@ StatusOr<LogitsView> Session::prefill(const int32_t *tokens, size_t count,
         std::vector<CarriedRef> outs,
         call(*prefill_, true, tokens, t, lastOnly, logits, donated));
     if (lastOnly) {
-      KIMI_ASSIGN_OR_RETURN(logits_, lastRows(*logits, prefillLastOnly_ ? 1 : t));
+      KIMI_ASSIGN_OR_RETURN(logits_, lastRows(*logits, logits->shape()[1]));
     } else {
       logits_ = *logits->host();
     }
