@@ -253,7 +253,8 @@ SmallVector<Mxfp4Table, 3> mxfp4Tables(OpBuilder &b, Location loc,
 /// bound (cap <= T) and nothing is dropped.
 Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
                     Value wts, Value ids, bool isSitu, double beta,
-                    double linearBeta, const SortedExpertKernels *kernels) {
+                    double linearBeta, Type outElement,
+                    const SortedExpertKernels *kernels) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type(), i32 = b.getI32Type(), indexType = b.getIndexType();
   auto gateType = typeOf(op.getGateProj());
@@ -276,6 +277,124 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
     return arith::AddIOp::create(nb, l, acc,
                                  arith::ExtUIOp::create(nb, l, i32, hit));
   };
+
+  auto bufferOf = [&](Value t) {
+    RankedTensorType type = typeOf(t);
+    return bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t,
+        /*readOnly=*/true);
+  };
+  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+  // Rows at the tokens' type when that is bf16 (half the bytes, the same
+  // values: the products widen them), else f32.
+  Type rowElement = typeOf(z).getElementType().isBF16() ? typeOf(z).getElementType()
+                                                        : Type(f32);
+  // Scatter: the row of every dispatched slot (t, j), at the indices
+  // `rowAt` gives for its expert and rank, gets z[t, :].
+  using RowAt = llvm::function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                      Value e, Value r)>;
+  auto scatter = [&](Value rows, Value rank, RowAt rowAt) {
+    Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
+          wtsBuf = bufferOf(wts);
+    scf::ParallelOp::create(
+        b, loc, ValueRange{c0, c0, c0},
+        ValueRange{cIndex(b, loc, T), cIndex(b, loc, k), cIndex(b, loc, W)},
+        ValueRange{c1, c1, c1}, [&](OpBuilder &pb, Location l, ValueRange iv) {
+          Value w = memref::LoadOp::create(pb, l, wtsBuf, ValueRange{iv[0], iv[1]});
+          scf::IfOp::create(
+              pb, l, dispatched(pb, l, w), [&](OpBuilder &ib, Location il) {
+                Value e = asIndex(ib, il,
+                                  memref::LoadOp::create(ib, il, idsBuf,
+                                                         ValueRange{iv[0], iv[1]}));
+                Value r = asIndex(ib, il,
+                                  memref::LoadOp::create(ib, il, rankBuf,
+                                                         ValueRange{iv[0], iv[1]}));
+                Value x = fromF32(
+                    ib, il,
+                    toF32(ib, il,
+                          memref::LoadOp::create(ib, il, zBuf,
+                                                 ValueRange{iv[0], iv[2]})),
+                    rowElement);
+                SmallVector<Value> at = rowAt(ib, il, e, r);
+                at.push_back(iv[2]);
+                memref::StoreOp::create(ib, il, x, rows, at);
+                scf::YieldOp::create(ib, il);
+              });
+        });
+  };
+  // Gather: out[t, d] = sum_j w[t, j] y[rowAt(ids[t, j], rank[t, j]), d]
+  // over dispatched slots (the others read nothing: with no dispatched
+  // slot y may have no rows), summed in slot order in f32 and stored at the
+  // op's element type: one parallel loop nest, no fill of the sums first
+  // and no conversion after.
+  auto gather = [&](Value y, Value slotRank, RowAt rowAt) {
+    Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{T, W},
+                                         outElement);
+    return generic(
+        b, loc, init, {}, {b.getMultiDimIdentityMap(2)},
+        {IT::parallel, IT::parallel},
+        [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+          Value t = linalg::IndexOp::create(nb, l, 0);
+          Value d = linalg::IndexOp::create(nb, l, 1);
+          auto slots = scf::ForOp::create(nb, l, cIndex(nb, l, 0),
+                                          cIndex(nb, l, k), cIndex(nb, l, 1),
+                                          ValueRange{constF32(nb, l, 0.0)});
+          OpBuilder fb = OpBuilder::atBlockBegin(slots.getBody());
+          Value j = slots.getInductionVar();
+          Value w = tensor::ExtractOp::create(fb, l, wts, ValueRange{t, j});
+          auto term = scf::IfOp::create(
+              fb, l, dispatched(fb, l, w),
+              [&](OpBuilder &ib, Location il) {
+                Value e = tensor::ExtractOp::create(ib, il, ids, ValueRange{t, j});
+                Value r = tensor::ExtractOp::create(ib, il, slotRank,
+                                                    ValueRange{t, j});
+                SmallVector<Value> at =
+                    rowAt(ib, il, asIndex(ib, il, e), asIndex(ib, il, r));
+                at.push_back(d);
+                Value row = toF32(ib, il, tensor::ExtractOp::create(ib, il, y, at));
+                scf::YieldOp::create(
+                    ib, il,
+                    ValueRange{arith::MulFOp::create(ib, il, toF32(ib, il, w), row)});
+              },
+              [&](OpBuilder &ib, Location il) {
+                scf::YieldOp::create(ib, il, ValueRange{constF32(ib, il, 0.0)});
+              });
+          scf::YieldOp::create(
+              fb, l,
+              ValueRange{arith::AddFOp::create(fb, l, slots.getRegionIterArg(0),
+                                               term.getResult(0))});
+          return fromF32(nb, l, slots.getResult(0), outElement);
+        });
+  };
+
+  // The products as kernels over `tiles`, whose tables are built.
+  auto kernelProducts = [&](const SortedExpertTiles &tiles) {
+    Value tokens = z;
+    if (typeOf(z).getElementType() != rowElement)
+      tokens = elementwise(b, loc, typeOf(z).clone(rowElement), z,
+                           [&](OpBuilder &nb, Location l, ValueRange a) {
+                             return a[0];
+                           });
+    Value h = kernels->glu(b, loc, tokens, tiles);
+    return kernels->down(b, loc, h, tiles);
+  };
+  const int64_t R = T * k;
+  // sum_e ceil(counts[e] / tr) <= (sum_e counts[e] + (tr - 1) E) / tr.
+  auto tilesFor = [&](int64_t tr) {
+    SortedExpertTiles tiles;
+    tiles.tiles = std::max<int64_t>(1, (R + (tr - 1) * E) / tr);
+    tiles.rows = R;
+    return tiles;
+  };
+  if (kernels && kernels->tables) {
+    // One kernel builds the tables; the gather reads each slot's row.
+    SortedExpertTiles tiles = tilesFor(kernels->tileRows);
+    if (Value row = kernels->tables(b, loc, ids, wts, tiles))
+      return gather(kernelProducts(tiles), row,
+                    [](OpBuilder &, Location, Value, Value r) {
+                      return SmallVector<Value>{r};
+                    });
+  }
 
   // Counts and ranks by token blocks of B (a power of two dividing T):
   // hist[e, b] counts the dispatched slots of expert e in block b,
@@ -392,91 +511,13 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
       });
   Value rank = tensor::CollapseShapeOp::create(b, loc, rank3, byBlock);
 
-  auto bufferOf = [&](Value t) {
-    RankedTensorType type = typeOf(t);
-    return bufferization::ToBufferOp::create(
-        b, loc, MemRefType::get(type.getShape(), type.getElementType()), t,
-        /*readOnly=*/true);
-  };
-  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
-  // Rows at the tokens' type when that is bf16 (half the bytes, the same
-  // values: the products widen them), else f32.
-  Type rowElement = typeOf(z).getElementType().isBF16() ? typeOf(z).getElementType()
-                                                        : Type(f32);
-  // Scatter: the row of every dispatched slot (t, j), at the indices
-  // `rowAt` gives for its expert and rank, gets z[t, :].
-  using RowAt = llvm::function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                      Value e, Value r)>;
-  auto scatter = [&](Value rows, RowAt rowAt) {
-    Value zBuf = bufferOf(z), idsBuf = bufferOf(ids), rankBuf = bufferOf(rank),
-          wtsBuf = bufferOf(wts);
-    scf::ParallelOp::create(
-        b, loc, ValueRange{c0, c0, c0},
-        ValueRange{cIndex(b, loc, T), cIndex(b, loc, k), cIndex(b, loc, W)},
-        ValueRange{c1, c1, c1}, [&](OpBuilder &pb, Location l, ValueRange iv) {
-          Value w = memref::LoadOp::create(pb, l, wtsBuf, ValueRange{iv[0], iv[1]});
-          scf::IfOp::create(
-              pb, l, dispatched(pb, l, w), [&](OpBuilder &ib, Location il) {
-                Value e = asIndex(ib, il,
-                                  memref::LoadOp::create(ib, il, idsBuf,
-                                                         ValueRange{iv[0], iv[1]}));
-                Value r = asIndex(ib, il,
-                                  memref::LoadOp::create(ib, il, rankBuf,
-                                                         ValueRange{iv[0], iv[1]}));
-                Value x = fromF32(
-                    ib, il,
-                    toF32(ib, il,
-                          memref::LoadOp::create(ib, il, zBuf,
-                                                 ValueRange{iv[0], iv[2]})),
-                    rowElement);
-                SmallVector<Value> at = rowAt(ib, il, e, r);
-                at.push_back(iv[2]);
-                memref::StoreOp::create(ib, il, x, rows, at);
-                scf::YieldOp::create(ib, il);
-              });
-        });
-  };
-  // Gather: out[t, d] = sum_j w[t, j] y[rowAt(ids[t, j], rank[t, j]), d]
-  // over dispatched slots (the others read nothing: with no dispatched
-  // slot y may have no rows).
-  auto gather = [&](Value y, RowAt rowAt) {
-    return generic(
-        b, loc, filled(b, loc, {b.getIndexAttr(T), b.getIndexAttr(W)}, f32, 0.0),
-        {ids, rank, wts},
-        {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 2}),
-         dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
-        {IT::parallel, IT::parallel, IT::reduction},
-        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-          Value live = dispatched(nb, l, a[2]);
-          Value d = linalg::IndexOp::create(nb, l, 1);
-          auto ifThen = scf::IfOp::create(
-              nb, l, live,
-              [&](OpBuilder &ib, Location il) {
-                SmallVector<Value> at =
-                    rowAt(ib, il, asIndex(ib, il, a[0]), asIndex(ib, il, a[1]));
-                at.push_back(d);
-                Value row = tensor::ExtractOp::create(ib, il, y, at);
-                scf::YieldOp::create(
-                    ib, il,
-                    ValueRange{arith::MulFOp::create(ib, il, toF32(ib, il, a[2]), row)});
-              },
-              [&](OpBuilder &ib, Location il) {
-                scf::YieldOp::create(ib, il, ValueRange{constF32(ib, il, 0.0)});
-              });
-          return arith::AddFOp::create(nb, l, a[3], ifThen.getResult(0));
-        });
-  };
-
   if (kernels) {
     // The dispatched rows back to back by expert: expert e's are rows
     // offsets[e] .. offsets[e] + counts[e] of [T k, ...] buffers (static:
     // no host read, no padding), cut into tiles of tileRows rows that the
     // kernels' blocks take. tileEnd[e]: the tiles of experts 0 .. e.
-    const int64_t R = T * k, tr = kernels->tileRows;
-    // sum_e ceil(counts[e] / tr) <= (sum_e counts[e] + (tr - 1) E) / tr.
-    SortedExpertTiles tiles;
-    tiles.tiles = std::max<int64_t>(1, (R + (tr - 1) * E) / tr);
-    tiles.rows = R;
+    const int64_t tr = kernels->tileRows;
+    SortedExpertTiles tiles = tilesFor(tr);
     auto i32c = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
       return arith::ConstantIntOp::create(nb, l, v, 32);
     };
@@ -580,15 +621,7 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
     tiles.token = bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get({R}, i32), token,
         /*restrict=*/true, /*writable=*/true);
-    Value tokens = z;
-    if (typeOf(z).getElementType() != rowElement)
-      tokens = elementwise(b, loc, typeOf(z).clone(rowElement), z,
-                           [&](OpBuilder &nb, Location l, ValueRange a) {
-                             return a[0];
-                           });
-    Value h = kernels->glu(b, loc, tokens, tiles);
-    Value y = kernels->down(b, loc, h, tiles);
-    return gather(y, rowAt);
+    return gather(kernelProducts(tiles), rank, rowAt);
   }
   Value largest =
       linalg::GenericOp::create(
@@ -626,7 +659,7 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
   };
   auto rowsType = MemRefType::get({E, ShapedType::kDynamic, W}, rowElement);
   Value rows = memref::AllocOp::create(b, loc, rowsType, ValueRange{cap});
-  scatter(rows, rowAt);
+  scatter(rows, rank, rowAt);
   Value sortedRows = bufferization::ToTensorOp::create(
       b, loc, RankedTensorType::get({E, ShapedType::kDynamic, W}, rowElement),
       rows,
@@ -674,7 +707,7 @@ Value sortedExperts(OpBuilder &b, Location loc, RoutedExpertsOp op, Value z,
                                         : siluGlu(hb, hl, a[0], a[1]);
                         });
   Value y = project(h, op.getDownProj(), 2, W);
-  return gather(y, rowAt);
+  return gather(y, rank, rowAt);
 }
 
 struct RoutedExpertsLowering : OpRewritePattern<RoutedExpertsOp> {
@@ -1044,11 +1077,8 @@ Value kimi::lowering::lowerSortedRoutedExperts(OpBuilder &b, RoutedExpertsOp op,
   double beta = isSitu ? op.getBetaAttr().getValueAsDouble() : 0.0;
   double linearBeta = isSitu ? op.getLinearBetaAttr().getValueAsDouble() : 0.0;
   Value result =
-      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta, kernels);
-  Type outElement = op.getOut().getType().getElementType();
-  if (outElement != b.getF32Type())
-    result = elementwise(b, loc, typeOf(result).clone(outElement), result,
-                         [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+      sortedExperts(b, loc, op, z, wts, ids, isSitu, beta, linearBeta,
+                    op.getOut().getType().getElementType(), kernels);
   return expandLeadingLike(b, loc, result, op.getX());
 }
 

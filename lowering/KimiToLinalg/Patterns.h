@@ -50,6 +50,14 @@ struct SortedExpertKernels {
   llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
                                  mlir::Value h, const SortedExpertTiles &)>
       down;
+  /// Optional: the tables of `tiles` (whose `tiles` and `rows` are set)
+  /// from the router's `ids` and `weights` [T, k] in one kernel; returns
+  /// the sorted row of each dispatched slot, [T, k] i32. Null, or a null
+  /// result: the tables are linalg ops.
+  llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                 mlir::Value ids, mlir::Value weights,
+                                 SortedExpertTiles &tiles)>
+      tables;
 };
 /// kimi.routed_experts over its tokens sorted by expert: the lowering
 /// kimi-lower-to-linalg takes for steps of at least its

@@ -11,6 +11,7 @@
 #include "lowering/ToGPU/ExpertProductKernel.h"
 #include "lowering/ToGPU/KernelLaunchSupport.h"
 #include "lowering/ToGPU/RoutedExpertsKernel.h"
+#include "lowering/ToGPU/SortedExpertTablesKernel.h"
 
 #include "dialects/Kimi/KimiOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,8 +33,12 @@ struct KimiGpuRoutedExpertsKernels
     : kimi::impl::KimiGpuRoutedExpertsKernelsBase<KimiGpuRoutedExpertsKernels> {
   using Base::Base;
 
+  /// Kernels of each kind made so far: their names' numbers.
+  int productKernels = 0, tableKernels = 0;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    productKernels = tableKernels = 0;
     SmallVector<RoutedExpertsOp> ops;
     module.walk([&](RoutedExpertsOp op) { ops.push_back(op); });
     kimi::gpu::GeneratedKernels kernels(module, "kimi_routed_experts");
@@ -110,10 +115,10 @@ struct KimiGpuRoutedExpertsKernels
                       const kimi::gpu::ExpertProductSpec &s, Value rows,
                       ArrayRef<unsigned> which,
                       const lowering::SortedExpertTiles &tiles) -> Value {
-      std::string name = "expert_product_" + std::to_string(kernels.size());
       auto kernel = kernels.get(s.key(), [&](OpBuilder &mb,
                                              mlir::gpu::GPUModuleOp m) {
-        return kimi::gpu::emitExpertProductKernel(mb, loc, m, name, s);
+        return kimi::gpu::emitExpertProductKernel(
+            mb, loc, m, "expert_product_" + std::to_string(productKernels++), s);
       });
       auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
       auto input = [&](Value tensor) {
@@ -161,8 +166,60 @@ struct KimiGpuRoutedExpertsKernels
                     const lowering::SortedExpertTiles &tiles) -> Value {
       return launch(b, loc, downSpec, h, {2u}, tiles);
     };
+    // The tables (rows, tokens, tiles) in one block when they fit it.
+    auto buildTables = [&](OpBuilder &b, Location loc, Value ids, Value weights,
+                      lowering::SortedExpertTiles &tiles) -> Value {
+      auto idsType = cast<RankedTensorType>(ids.getType());
+      Type weightType =
+          cast<RankedTensorType>(weights.getType()).getElementType();
+      kimi::gpu::SortedExpertTablesSpec t;
+      t.slots = tiles.rows;
+      t.topK = idsType.getDimSize(1);
+      t.experts = gluSpec.experts;
+      t.tileRows = gluSpec.tileM;
+      t.tiles = tiles.tiles;
+      t.bf16Weights = weightType.isBF16();
+      if (!idsType.getElementType().isInteger(32) ||
+          !(weightType.isF32() || weightType.isBF16()) ||
+          !kimi::gpu::verifySortedExpertTablesSpec(t).empty())
+        return Value();
+      auto kernel = kernels.get("tables_" + t.key(), [&](OpBuilder &mb,
+                                                         mlir::gpu::GPUModuleOp m) {
+        return kimi::gpu::emitSortedExpertTablesKernel(
+            mb, loc, m, "sorted_tables_" + std::to_string(tableKernels++), t);
+      });
+      auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+      Type i32 = b.getI32Type();
+      auto alloc = [&](int64_t n) {
+        return kimi::gpu::allocFlatBuffer(b, loc, {b.getIndexAttr(n)}, i32);
+      };
+      Value row = alloc(t.slots), token = alloc(t.slots), expert = alloc(t.tiles),
+            start = alloc(t.tiles), end = alloc(t.tiles);
+      mlir::gpu::LaunchFuncOp::create(
+          b, loc, kernel, mlir::gpu::KernelDim3{c(1), c(1), c(1)},
+          mlir::gpu::KernelDim3{c(kimi::gpu::kSortedExpertTablesThreads), c(1),
+                                c(1)},
+          arith::ConstantIntOp::create(
+              b, loc, kimi::gpu::sortedExpertTablesSharedBytes(t), 32),
+          ValueRange{kimi::gpu::flatInputBuffer(b, loc, ids),
+                     kimi::gpu::flatInputBuffer(b, loc, weights), row, token,
+                     expert, start, end});
+      auto asTensor = [&](Value buffer, ArrayRef<int64_t> shape) {
+        SmallVector<OpFoldResult> sizes;
+        for (int64_t d : shape)
+          sizes.push_back(b.getIndexAttr(d));
+        return kimi::gpu::tensorOfFlatBuffer(
+            b, loc, buffer, RankedTensorType::get(shape, i32), sizes);
+      };
+      tiles.token = asTensor(token, {t.slots});
+      tiles.expert = asTensor(expert, {t.tiles});
+      tiles.start = asTensor(start, {t.tiles});
+      tiles.end = asTensor(end, {t.tiles});
+      return asTensor(row, idsType.getShape());
+    };
     products.glu = glu;
     products.down = down;
+    products.tables = buildTables;
     OpBuilder b(op);
     Value replacement = lowering::lowerSortedRoutedExperts(b, op, &products);
     op.getOut().replaceAllUsesWith(replacement);
