@@ -499,13 +499,19 @@ def KimiGpuRoutedExpertsKernels
 
     Above `max-tokens` (a prefill step), an op with MXFP4 or bf16 experts
     is lowered here, to the token-sorted form `kimi-lower-to-linalg` gives
-    such steps (ranks and counts as linalg), except that its products, the
+    such steps, except that its tables and its products are kernels. The
+    tables (each dispatched slot's row, each row's token, the tile table)
+    come from one block of 1024 threads (`SortedExpertTablesKernel.h`)
+    that holds the step's expert ids in shared memory: in linalg they were
+    a dozen small launches and fills (17 of the 25 launches of a k3-mini
+    batch-64 MoE layer); steps whose ids or experts do not fit one block
+    (more than 1024 experts, or about 55,000 slots) keep them. The products, the
     rows times each expert's table, run as generated tensor-core kernels
     (`ExpertProductKernel.h`) over the rows each expert holds: one launch for gate and up
     together that stores only their GLU (SiTU or SiLU, applied to the f32
     accumulators), and one for down. The rows of all experts lie back to
-    back (no padding) in tiles of 128 rows of one expert, which a table of
-    tiles built as linalg names (expert, first row, end row): nothing is
+    back (no padding) in tiles of 128 rows of one expert, which the table of
+    tiles names (expert, first row, end row): nothing is
     read on the host, so a batched decode step can be a graph. A block of
     eight warps takes one tile and 64 columns (warps of 32 x 32); with
     bf16 rows and tables, 128 columns of gate and of up, or 256 of down,
@@ -843,6 +849,18 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     reads; the op's output must not be A, nor any buffer the launch's other
     products read or write. The definitions of its output and inputs move
     up like a group member's.
+
+    With `gemv-weight-prefetch`, a GEMV kernel begins with a prologue of
+    its own: thread 0 of each block issues `cp.async.bulk.prefetch.L2` for
+    the block's rows of each weight (contiguous rows of a product without
+    a batch), then the kernel waits for the grids before it
+    (`griddepcontrol.wait`, which `kimi-gpu-grid-dependencies` then leaves
+    alone). A weight is not written during a step, and a prefetch is only
+    a hint that returns nothing, so nothing it does can be seen but its
+    timing: launched early by programmatic dependent launch, the blocks
+    stream their weights from HBM into L2 while the kernels before them
+    (norms, a router, a convolution, which use little of the memory
+    system) finish, and then read them at L2 speed.
   }];
   let options = [
     Option<"precision", "precision", "std::string", [{"f32"}],
@@ -865,6 +883,10 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     Option<"gemvEpilogues", "gemv-epilogues", "bool", "true",
            "Fuse the elementwise op that consumes a GEMV product's output "
            "(and a second product it combines) into the GEMV kernel's store">,
+    Option<"gemvWeightPrefetch", "gemv-weight-prefetch", "bool", "false",
+           "Each GEMV block asks for its weight rows to be brought into L2 "
+           "before it waits for the kernels before it (programmatic "
+           "dependent launch), so the weights stream while those finish">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -873,6 +895,8 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
   ];
 }
 
@@ -1061,9 +1085,12 @@ def KimiGpuGridDependencies
     each `gpu.module` with the unit attribute
     `kimi.waits_grid_dependencies`, which the GPU model target records in
     the artifact (`Kernel.waits_grid_dependencies`), and only then does the
-    runtime set the launch attribute (docs/runtime-abi.md). Kernels already
-    beginning with the wait are left as they are. Needs sm_90 or later
-    (PTX ISA 7.8).
+    runtime set the launch attribute (docs/runtime-abi.md). Kernels whose
+    entry block already waits are left as they are: those beginning with
+    the wait, and those whose generator put a prologue before it that
+    reads nothing a grid writes (the GEMV kernel's L2 prefetches of its
+    weights, `kimi-gpu-gemm-calls{gemv-weight-prefetch}`). Needs sm_90 or
+    later (PTX ISA 7.8).
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

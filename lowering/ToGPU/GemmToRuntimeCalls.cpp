@@ -78,6 +78,7 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
     gemvOptions.maxGroup = gemvMaxGroup;
     gemvOptions.epilogues = gemvEpilogues;
     gemvOptions.smCount = smCount;
+    gemvOptions.prefetchWeights = gemvWeightPrefetch;
     kimi::gpu::GemvLaunches gemvs(module, gemvOptions);
     for (auto [op, c, fill] : gemms)
       if (!gemvs.take(op, c, fill))

@@ -11,6 +11,7 @@
 #include "lowering/ToGPU/KdaKernelSupport.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -65,6 +66,8 @@ std::string GemvGroupSpec::key() const {
   std::string k;
   for (const GemvKernelSpec &p : products)
     k += (k.empty() ? "" : "__") + p.key();
+  if (prefetchWeights)
+    k += "_pf";
   return kSplit > 1 ? k + "_s" + std::to_string(kSplit) : k;
 }
 
@@ -532,8 +535,51 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
   // Product p owns blocks [start_p, start_p + gemvBlocks(p)): a chain of
   // ifs on the block index, the last product in the innermost else.
   Value block = e.blockId(mlir::gpu::Dimension::x);
-  int64_t start = 0, firstArg = 1;
   const size_t P = group.products.size();
+  if (group.prefetchWeights) {
+    // Thread 0 asks for the block's rows of each weight, then every thread
+    // waits for the grids before (nothing else is read before the wait).
+    auto first = scf::IfOp::create(b, loc, e.eq(e.threadId(), e.idx(0)), false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&first.getThenRegion().front());
+      int64_t start = 0, firstArg = 1;
+      for (size_t p = 0; p < P; ++p) {
+        const GemvKernelSpec &spec = group.products[p];
+        const int64_t end = start + gemvBlocks(spec, S);
+        const int64_t rowsPerBlock = groupsPerBlock * R;
+        const bool contiguous = spec.batch == 1 && spec.ldb == spec.k &&
+                                (spec.k1 == 0 || spec.ldb1 == spec.k1);
+        if (contiguous) {
+          auto mine = scf::IfOp::create(
+              b, loc,
+              e.andI(e.ule(e.idx(start), block), e.ult(block, e.idx(end))),
+              false);
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(&mine.getThenRegion().front());
+          Value row0 = e.mul(e.sub(block, e.idx(start)), e.idx(rowsPerBlock));
+          Value rows = e.sub(e.minu(e.add(row0, e.idx(rowsPerBlock)),
+                                    e.idx(spec.n)),
+                             row0);
+          for (int64_t j = 0; j < spec.weights; ++j) {
+            const int64_t len = j == 1 && spec.k1 > 0 ? spec.k1 : spec.k;
+            const int64_t size = spec.bf16Weights ? 2 : 4;
+            if ((len * size) % 16 != 0)
+              continue;
+            e.prefetchL2(body.getArgument(firstArg + 2 * j),
+                         e.mul(row0, e.idx(len)),
+                         e.toI32(e.mul(rows, e.idx(len * size))));
+          }
+        }
+        firstArg += spec.bufferArgs();
+        start = end;
+      }
+    }
+    NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(b, loc,
+                                   NVVM::GridDepActionKind::launch_dependents);
+  }
+  int64_t start = 0, firstArg = 1;
   for (size_t p = 0; p < P; ++p) {
     const GemvKernelSpec &spec = group.products[p];
     SmallVector<Value> buffers;

@@ -107,6 +107,13 @@ struct GemvGroupSpec {
   /// of k (1, 2 or 4); shared memory adds their sums. Splitting gives a
   /// product of few rows the warps it needs to keep HBM busy.
   int64_t kSplit = 1;
+  /// Before its grid-dependency wait, each block asks for its weight rows
+  /// (contiguous bf16 or f32 rows of a product without a batch) to be
+  /// brought into L2: the weights do not change during a step, so they
+  /// stream while the kernels before this one finish, which with
+  /// programmatic dependent launch run beside its waiting blocks. The
+  /// kernel then holds its own `griddepcontrol.wait`.
+  bool prefetchWeights = false;
 
   /// A single product's key, or the products' keys joined.
   std::string key() const;

@@ -27,11 +27,13 @@ struct GemvLaunches::Impl {
   Impl(ModuleOp module, const GemvLaunchOptions &options)
       : gemvMaxM(options.maxM), gemvMaxGroup(options.maxGroup),
         gemvEpilogues(options.epilogues), smCount(options.smCount),
-        ctx(module.getContext()), kernels(module, "kimi_gemv") {}
+        prefetchWeights(options.prefetchWeights), ctx(module.getContext()),
+        kernels(module, "kimi_gemv") {}
 
   int64_t gemvMaxM, gemvMaxGroup;
   bool gemvEpilogues;
   int64_t smCount;
+  bool prefetchWeights;
   MLIRContext *ctx;
   GeneratedKernels kernels;
 
@@ -733,6 +735,7 @@ struct GemvLaunches::Impl {
     for (const kimi::gpu::GemvKernelSpec &p : spec.products)
       while (spec.kSplit > 1 && p.k1 % (spec.kSplit * 4) != 0)
         spec.kSplit /= 2;
+    spec.prefetchWeights = prefetchWeights;
     std::string name = "gemv_" + spec.key();
     mlir::gpu::GPUFuncOp fn =
         kernels.get(spec.identity(), [&](OpBuilder &mb, mlir::gpu::GPUModuleOp m) {

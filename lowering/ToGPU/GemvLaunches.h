@@ -29,6 +29,9 @@ struct GemvLaunchOptions {
   bool epilogues = true;
   /// SMs of the target: a group's k split keeps about 32 warps an SM.
   int64_t smCount = 132;
+  /// Kernels prefetch their blocks' weight rows into L2 before their grid
+  /// dependency wait (GemvGroupSpec::prefetchWeights).
+  bool prefetchWeights = false;
 };
 
 /// Takes the products the GEMV kernel computes, then launches them all at

@@ -4,7 +4,8 @@
 // gpu.module begins with `griddepcontrol.wait` (nothing it reads or writes
 // is touched before its prerequisite grids have completed and flushed) and
 // then `griddepcontrol.launch_dependents` (the next kernel may be scheduled
-// now, to wait in its own prologue rather than behind a launch).
+// now, to wait in its own prologue rather than behind a launch), unless its
+// entry block already waits (a generator's prologue before the wait).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,10 +32,13 @@ struct KimiGpuGridDependencies
         if (!func.isKernel() || func.getBody().empty())
           continue;
         Block &entry = func.getBody().front();
-        // Idempotent: a kernel that already starts with the wait keeps it.
-        if (auto first = dyn_cast<NVVM::GriddepcontrolOp>(entry.front()))
-          if (first.getKind() == NVVM::GridDepActionKind::wait)
-            continue;
+        // Idempotent, and a kernel that waits after a prologue of its own
+        // (reads of what no grid writes, such as its weights) keeps it.
+        if (llvm::any_of(entry, [](Operation &op) {
+              auto dep = dyn_cast<NVVM::GriddepcontrolOp>(op);
+              return dep && dep.getKind() == NVVM::GridDepActionKind::wait;
+            }))
+          continue;
         OpBuilder b = OpBuilder::atBlockBegin(&entry);
         NVVM::GriddepcontrolOp::create(b, func.getLoc(),
                                        NVVM::GridDepActionKind::wait);

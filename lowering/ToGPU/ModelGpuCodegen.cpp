@@ -352,6 +352,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       gemm.gemvMaxM = options.gemvMaxM;
       gemm.gemvMaxGroup = options.gemvMaxGroup;
       gemm.gemvEpilogues = options.gemvEpilogues;
+      gemm.gemvWeightPrefetch = options.gemvWeightPrefetch;
       gemm.smCount = options.smCount;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }

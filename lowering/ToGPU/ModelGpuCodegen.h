@@ -78,6 +78,9 @@ struct ModelGpuCodegenOptions {
   /// activation) runs at the GEMV kernel's store (kimi-gpu-gemm-calls
   /// {gemv-epilogues}).
   bool gemvEpilogues = true;
+  /// GEMV kernels prefetch their weight rows into L2 before their grid
+  /// dependency wait (kimi-gpu-gemm-calls{gemv-weight-prefetch}).
+  bool gemvWeightPrefetch = true;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";
   /// A bf16 weight's cuBLASLt product rounds the f32 activations to bf16

@@ -340,6 +340,14 @@ cl::opt<bool> gpuGemvEpilogues(
              "pair) runs at the GEMV kernel's store instead of as a launch of "
              "its own (kimi-gpu-gemm-calls{gemv-epilogues}; default on)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> gpuGemvWeightPrefetch(
+    "gpu-gemv-weight-prefetch",
+    cl::desc("--target sm_90a models: each GEMV block asks for its weight rows "
+             "to be brought into L2 before it waits for the kernel before it, "
+             "so the weights stream while that one finishes "
+             "(kimi-gpu-gemm-calls{gemv-weight-prefetch}; default on; needs "
+             "--gpu-grid-dependencies to overlap anything)"),
+    cl::init(true), cl::cat(category));
 cl::opt<int64_t> gpuReductionUnroll(
     "gpu-reduction-unroll",
     cl::desc("--target sm_90a models: iterations each lane of a reduction "
@@ -492,7 +500,7 @@ int main(int argc, char **argv) {
              &gpuFuseElementwise, &gpuKdaKernels, &gpuMlaKernels,
              &gpuMlaDecodeKernels, &gpuTokenwiseKernels, &gpuGridDependencies,
              &gpuGemvMaxM, &gpuGemvMaxGroup, &gpuGemvEpilogues,
-             &gpuReductionUnroll})
+             &gpuGemvWeightPrefetch, &gpuReductionUnroll})
       if (o->getNumOccurrences())
         return fail("--" + o->ArgStr.str() +
                     " applies to models compiled for --target sm_90a (here: " +
@@ -610,6 +618,7 @@ int main(int argc, char **argv) {
         return fail("--gpu-gemv-max-group must be in 1..8");
       codegen.gemvMaxGroup = gpuGemvMaxGroup;
       codegen.gemvEpilogues = gpuGemvEpilogues;
+      codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch;
       codegen.gridDependencies = gpuGridDependencies;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;

@@ -7,10 +7,27 @@
 // second weight's pointer move up to the group's launch. With the input
 // an argument as well, the state could be the input: no group.
 // RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false" -split-input-file | FileCheck %s --check-prefix=ARG
+// With gemv-weight-prefetch, thread 0 of each block asks for the block's
+// rows (8: 4 warps of 2; fewer in the last block) of its product's
+// weight, 1024 bytes a row, into L2, before the kernel's own
+// grid-dependency wait.
+// RUN: kimi-opt %s -kimi-gpu-weight-table -kimi-gpu-gemm-calls="gemv-max-m=4 sm-count=1 gemv-epilogues=false gemv-weight-prefetch=true" -split-input-file | FileCheck %s --check-prefix=PF
 #x = affine_map<(t, n, k) -> (t, k)>
 #w = affine_map<(t, n, k) -> (n, k)>
 #o = affine_map<(t, n, k) -> (t, n)>
 #id = affine_map<(t, n) -> (t, n)>
+// PF-LABEL: func.func @projections
+// PF: gpu.launch_func  @kimi_gemv::@gemv_1x96x256_0_256_0_r2__1x96x256_0_256_0_r2_pf blocks in (%c24,
+// PF: gpu.func @gemv_1x96x256_0_256_0_r2__1x96x256_0_256_0_r2_pf
+// PF: scf.if
+// PF: arith.constant 8 : index
+// PF: arith.constant 96 : index
+// PF: arith.constant 1024 : index
+// PF: nvvm.cp.async.bulk.prefetch %{{.*}}, %{{.*}} : <1>
+// PF: nvvm.cp.async.bulk.prefetch %{{.*}}, %{{.*}} : <1>
+// PF-NOT: memref.load
+// PF: nvvm.griddepcontrol wait
+// PF-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-LABEL: func.func @projections
 // CHECK: llvm.load
 // CHECK: llvm.load

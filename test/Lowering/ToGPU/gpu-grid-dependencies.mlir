@@ -60,3 +60,24 @@ gpu.module @second {
     gpu.return
   }
 }
+
+// -----
+
+// A kernel whose generator waits after a prologue of its own (the GEMV
+// kernel's L2 prefetches of its weights) keeps its wait where it is.
+// CHECK-LABEL: gpu.func @prologue
+// CHECK-NEXT:    gpu.thread_id x
+// CHECK-NEXT:    nvvm.griddepcontrol wait
+// CHECK-NEXT:    nvvm.griddepcontrol launch_dependents
+// CHECK-NEXT:    memref.load
+// CHECK-NOT:     nvvm.griddepcontrol
+gpu.module @kernels {
+  gpu.func @prologue(%a: memref<256xf32>) kernel {
+    %t = gpu.thread_id x
+    nvvm.griddepcontrol wait
+    nvvm.griddepcontrol launch_dependents
+    %v = memref.load %a[%t] : memref<256xf32>
+    memref.store %v, %a[%t] : memref<256xf32>
+    gpu.return
+  }
+}
