@@ -352,7 +352,8 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
       gemm.gemvMaxM = options.gemvMaxM;
       gemm.gemvMaxGroup = options.gemvMaxGroup;
       gemm.gemvEpilogues = options.gemvEpilogues;
-      gemm.gemvWeightPrefetch = options.gemvWeightPrefetch;
+      gemm.gemvWeightPrefetch =
+          options.gemvWeightPrefetch && options.gridDependencies;
       gemm.smCount = options.smCount;
       pm.addPass(kimi::createKimiGpuGemmCalls(gemm));
     }

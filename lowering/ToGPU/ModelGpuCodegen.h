@@ -79,7 +79,8 @@ struct ModelGpuCodegenOptions {
   /// {gemv-epilogues}).
   bool gemvEpilogues = true;
   /// GEMV kernels prefetch their weight rows into L2 before their grid
-  /// dependency wait (kimi-gpu-gemm-calls{gemv-weight-prefetch}).
+  /// dependency wait (kimi-gpu-gemm-calls{gemv-weight-prefetch}); only
+  /// with gridDependencies.
   bool gemvWeightPrefetch = true;
   /// Matrix products (cuBLASLt): "f32" exact, "tf32" tensor cores.
   std::string matmulPrecision = "f32";

@@ -618,7 +618,14 @@ int main(int argc, char **argv) {
         return fail("--gpu-gemv-max-group must be in 1..8");
       codegen.gemvMaxGroup = gpuGemvMaxGroup;
       codegen.gemvEpilogues = gpuGemvEpilogues;
-      codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch;
+      // The prefetch is a prologue before the grid-dependency wait: without
+      // the waits there is nothing for it to overlap.
+      if (gpuGemvWeightPrefetch.getNumOccurrences() && gpuGemvWeightPrefetch &&
+          !gpuGridDependencies)
+        return fail("--gpu-gemv-weight-prefetch needs --gpu-grid-dependencies "
+                    "(the GEMV kernels prefetch before their grid-dependency "
+                    "wait)");
+      codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch && gpuGridDependencies;
       codegen.gridDependencies = gpuGridDependencies;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
