@@ -566,9 +566,20 @@ mlir::gpu::GPUFuncOp emitGemvKernel(OpBuilder &b, Location loc,
             const int64_t size = spec.bf16Weights ? 2 : 4;
             if ((len * size) % 16 != 0)
               continue;
-            e.prefetchL2(body.getArgument(firstArg + 2 * j),
-                         e.mul(row0, e.idx(len)),
-                         e.toI32(e.mul(rows, e.idx(len * size))));
+            // A bulk prefetch needs a 16-byte-aligned address, which the
+            // kernel's own loads (8-byte pieces of bf16) do not: a view
+            // at another offset is not prefetched.
+            Value buf = body.getArgument(firstArg + 2 * j);
+            Value at = e.mul(row0, e.idx(len));
+            auto meta = memref::ExtractStridedMetadataOp::create(b, loc, buf);
+            Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buf);
+            Value address =
+                e.add(base, e.mul(e.add(meta.getOffset(), at), e.idx(size)));
+            auto aligned = scf::IfOp::create(
+                b, loc, e.eq(e.remu(address, e.idx(16)), e.idx(0)), false);
+            OpBuilder::InsertionGuard g3(b);
+            b.setInsertionPointToStart(&aligned.getThenRegion().front());
+            e.prefetchL2(buf, at, e.toI32(e.mul(rows, e.idx(len * size))));
           }
         }
         firstArg += spec.bufferArgs();
