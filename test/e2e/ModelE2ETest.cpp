@@ -66,11 +66,9 @@ protected:
             : std::string(KIMI_SOURCE_DIR) + "/models/" + name + ".json");
     ASSERT_TRUE(bool(cfg)) << llvm::toString(cfg.takeError());
     config = *cfg;
-    StatusOr<ArtifactSpec> a =
-        ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/" +
-                                 GetParam().artifactName() + ".kimi");
+    auto a = readArtifact(GetParam().artifactName() + ".kimi");
     ASSERT_TRUE(a.isOk()) << a.status().message();
-    artifact = std::make_shared<const ArtifactSpec>(std::move(a.value()));
+    artifact = a.value();
 
     seed = std::random_device{}();
     weights = reference::randomWeights(config, seed);
@@ -128,11 +126,25 @@ protected:
     ASSERT_TRUE(s.isOk()) << s.message();
   }
 
-  StatusOr<std::shared_ptr<CpuExecutable>> load() {
+  /// The executable of `spec` (by default the case's artifact) over the
+  /// written weight file.
+  StatusOr<std::shared_ptr<CpuExecutable>>
+  load(std::shared_ptr<const ArtifactSpec> spec = nullptr) {
     StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open({weightFile});
     if (!loader.isOk())
       return loader.status();
-    return CpuExecutable::create(artifact, *loader.value());
+    return CpuExecutable::create(spec ? spec : artifact, *loader.value());
+  }
+
+  /// An artifact of the e2e directory: the case's, or a variant of its
+  /// model.
+  static StatusOr<std::shared_ptr<const ArtifactSpec>>
+  readArtifact(const std::string &file) {
+    StatusOr<ArtifactSpec> spec =
+        ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/" + file);
+    if (!spec.isOk())
+      return spec.status();
+    return std::make_shared<const ArtifactSpec>(std::move(spec.value()));
   }
 
   /// Fresh random tokens whose routing is well conditioned: a router whose
@@ -296,16 +308,12 @@ TEST_P(ModelE2E, LastLogitsArtifactGivesTheLastRows) {
   ASSERT_NO_FATAL_FAILURE(writeWeights());
   auto full = load();
   ASSERT_TRUE(full.isOk()) << full.status().message();
-  StatusOr<ArtifactSpec> spec =
-      ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/k3-tiny-last.kimi");
-  ASSERT_TRUE(spec.isOk()) << spec.status().message();
-  auto lastSpec = std::make_shared<const ArtifactSpec>(std::move(spec.value()));
+  auto lastSpec = readArtifact("k3-tiny-last.kimi");
+  ASSERT_TRUE(lastSpec.isOk()) << lastSpec.status().message();
   const std::vector<int64_t> &shape =
-      lastSpec->findEntry("prefill")->outputs[0].shape;
+      lastSpec.value()->findEntry("prefill")->outputs[0].shape;
   ASSERT_EQ(shape, (std::vector<int64_t>{1, 1, config.vocab}));
-  auto loader = WeightLoader::open({weightFile});
-  ASSERT_TRUE(loader.isOk()) << loader.status().message();
-  auto lastOnly = CpuExecutable::create(lastSpec, *loader.value());
+  auto lastOnly = load(lastSpec.value());
   ASSERT_TRUE(lastOnly.isOk()) << lastOnly.status().message();
   const int64_t V = config.vocab;
   std::vector<int32_t> tokens = randomTokens(131);
@@ -351,13 +359,10 @@ TEST_P(ModelE2E, BatchedEntriesMatchOneSequenceEach) {
   ASSERT_NO_FATAL_FAILURE(writeWeights());
   auto single = load();
   ASSERT_TRUE(single.isOk()) << single.status().message();
-  StatusOr<ArtifactSpec> b3 =
-      ArtifactReader::readFile(std::string(KIMI_E2E_DIR) + "/k3-tiny-b3.kimi");
+  auto b3 = readArtifact("k3-tiny-b3.kimi");
   ASSERT_TRUE(b3.isOk()) << b3.status().message();
-  auto batchedSpec = std::make_shared<const ArtifactSpec>(std::move(b3.value()));
-  auto loader = WeightLoader::open({weightFile});
-  ASSERT_TRUE(loader.isOk()) << loader.status().message();
-  auto batched = CpuExecutable::create(batchedSpec, *loader.value());
+  std::shared_ptr<const ArtifactSpec> batchedSpec = b3.value();
+  auto batched = load(batchedSpec);
   ASSERT_TRUE(batched.isOk()) << batched.status().message();
 
   const EntrySpec *prefill = batchedSpec->findEntry("prefill");

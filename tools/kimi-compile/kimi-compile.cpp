@@ -625,7 +625,7 @@ int main(int argc, char **argv) {
         return fail("--gpu-gemv-weight-prefetch needs --gpu-grid-dependencies "
                     "(the GEMV kernels prefetch before their grid-dependency "
                     "wait)");
-      codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch && gpuGridDependencies;
+      codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch;
       codegen.gridDependencies = gpuGridDependencies;
       codegen.gemmCalls = gpuCublas;
       codegen.fuseElementwise = gpuFuseElementwise;
