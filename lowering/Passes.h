@@ -41,6 +41,11 @@ constexpr llvm::StringLiteral kGpuWeightTable = "kimi_gpu_weights";
 constexpr llvm::StringLiteral kWaitsGridDependenciesAttr =
     "kimi.waits_grid_dependencies";
 
+/// Name of the exported global holding the weight at `slot` (the position of
+/// its `kimi.weight` in the module): kimi-externalize-weights names them so,
+/// and the artifact's weight manifest names the same symbols.
+std::string weightGlobalName(size_t slot);
+
 #define GEN_PASS_DECL
 #include "lowering/Passes.h.inc"
 

@@ -227,6 +227,86 @@ def KimiLowerCollectives
   ];
 }
 
+def KimiCheckLowered : Pass<"kimi-check-lowered", "::mlir::ModuleOp"> {
+  let summary = "Fail on any kimi op the lowering to linalg left";
+  let description = [{
+    The last step of `kimi-to-linalg-pipeline`. Every kimi op must have been
+    lowered by then; one that is left cannot run (most often a `kimi.kda`
+    without the `#kimi.decay` attribute that `kimi-chunk-kda` adds: the
+    decay proof was not in the front pipeline). The pass reports the first
+    such op at its location, by name, and fails.
+  }];
+}
+
+def KimiPrepareBufferization
+    : Pass<"kimi-prepare-bufferization", "::mlir::ModuleOp"> {
+  let summary = "Give entries the runtime's calling convention and each writer its own init";
+  let description = [{
+    Run on linalg over tensors, just before `kimi-bufferize`:
+
+    * Public functions (the entries) get MLIR's C interface
+      (`llvm.emit_c_interface`) and read-only arguments
+      (`bufferization.writable = false`): the runtime shares input buffers
+      between sessions and snapshots, so bufferization copies before any
+      in-place update. Argument and result attributes (state names) are
+      dropped: they live on in the artifact's signature.
+    * Every `linalg.fill` that several ops write into is cloned, one per
+      writer. CSE merges the zero inits of products (every `kimi.linear` of
+      a layer starts from the same fill); bufferized, one shared fill is a
+      fill plus a copy for each further writer, and the GPU's
+      `kimi-gpu-gemm-calls` no longer sees the zero init that lets a
+      product overwrite its output.
+    * `splats-as-fills`: splat tensor constants become `linalg.fill` of a
+      `tensor.empty`, so bufferization makes no global of them (the GPU
+      target, whose globals are host memory).
+    * `empty-per-writer`: every op that writes into a shared `tensor.empty`
+      gets one of its own, so each result has a buffer of its own (the GPU
+      target: a buffer reused by a later, independent op is a false
+      dependency that keeps `kimi-gpu-gemm-calls` from launching the two
+      together).
+  }];
+  let options = [
+    Option<"splatsAsFills", "splats-as-fills", "bool", "false",
+           "Splat tensor constants become fills of fresh tensors">,
+    Option<"emptyPerWriter", "empty-per-writer", "bool", "false",
+           "Each writer of a shared tensor.empty gets its own">,
+  ];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def KimiBufferize : Pass<"kimi-bufferize", "::mlir::ModuleOp"> {
+  let summary = "One-Shot Bufferize the whole call graph the way the runtime calls it";
+  let description = [{
+    One-Shot Bufferize over the module's call graph (function boundaries
+    included), with loops allowed to return allocations and identity
+    layouts on every function's arguments and results, so the runtime sees
+    plain row-major buffers. Tensor copies become `linalg.copy`:
+    `memref.copy` of strided buffers would call `memrefCopy` from MLIR's
+    runner library, which a model's shared object must not need.
+    Deallocation comes after it (`kimi-to-memref-pipeline`).
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def KimiCopiesAsLinalg : Pass<"kimi-copies-as-linalg", "::mlir::ModuleOp"> {
+  let summary = "Rewrite memref.copy as linalg.copy";
+  let description = [{
+    After deallocation: `bufferization.clone` lowers to an allocation and a
+    `memref.copy`, which for strided buffers would call `memrefCopy` from
+    MLIR's runner library. As `linalg.copy` the copy becomes loops (CPU) or
+    a kernel (GPU), and the shared object needs no library beyond libc and
+    libm.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def KimiKdaBf16Io : Pass<"kimi-kda-bf16-io"> {
   let summary = "Round kimi.kda's inputs and output through bf16 as the Hopper prefill kernels do";
   let description = [{

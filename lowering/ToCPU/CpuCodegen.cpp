@@ -1,6 +1,8 @@
 //===- CpuCodegen.cpp - kimi module -> native shared object ---------------===//
 
 #include "lowering/ToCPU/CpuCodegen.h"
+#include "lowering/ToCPU/ModuleShims.h"
+#include "lowering/Pipelines.h"
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/Passes.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -106,47 +108,10 @@ llvm::Error addPackedEntryPoints(llvm::Module &module) {
   return llvm::Error::success();
 }
 
-/// The comm shim linked into partitioned models (docs/runtime-abi.md,
-/// "Collectives"): the runtime fills `kimi_rt_comm` after dlopen; the
-/// `kimi_rt_*` functions that kimi-lower-collectives calls forward to it and
-/// record the first failure in `kimi_rt_comm_status`, which the runtime
-/// checks after every entry call. Buffers arrive as expanded rank-1 memref
-/// descriptors (allocated, aligned, offset, size, stride).
-const char *kCommShim = R"c(
-#include <stdint.h>
-typedef struct {
-  void *ctx;
-  int32_t (*rank)(void *ctx);
-  int32_t (*all_reduce)(void *ctx, const void *send, void *recv, int64_t count,
-                        int32_t dtype, int32_t op, int32_t group);
-  int32_t (*all_gather)(void *ctx, const void *send, void *recv,
-                        int64_t send_count, int32_t dtype, int32_t group);
-  int32_t (*reduce_scatter)(void *ctx, const void *send, void *recv,
-                            int64_t recv_count, int32_t dtype, int32_t op,
-                            int32_t group);
-  int32_t (*all_to_all)(void *ctx, const void *send, void *recv, int64_t count,
-                        int32_t dtype, int32_t group);
-} kimi_rt_comm_table;
-const int32_t kimi_rt_comm_abi_version = 2;
-kimi_rt_comm_table kimi_rt_comm;
-int32_t kimi_rt_comm_status;
-int64_t kimi_rt_rank(void) {
-  if (!kimi_rt_comm.rank) {
-    kimi_rt_comm_status = -1;
-    return 0;
-  }
-  return kimi_rt_comm.rank(kimi_rt_comm.ctx);
-}
-#define MR(T, p) T *p##_a, T *p, int64_t p##_o, int64_t p##_n, int64_t p##_s
-#define CALL(fn, ...)                                                            do {                                                                             if (kimi_rt_comm_status)                                                         return;                                                                      kimi_rt_comm_status =                                                              kimi_rt_comm.fn ? kimi_rt_comm.fn(kimi_rt_comm.ctx, __VA_ARGS__) : -1;   } while (0)
-#define SHIM(N, T, C)                                                            void kimi_rt_all_reduce_##N(MR(T, s), MR(T, r), int32_t op, int32_t g) {                   CALL(all_reduce, s + s_o, r + r_o, r_n, C, op, g);                              }                                                                              void kimi_rt_all_gather_##N(MR(T, s), MR(T, r), int32_t g) {                               CALL(all_gather, s + s_o, r + r_o, s_n, C, g);                                  }                                                                              void kimi_rt_reduce_scatter_##N(MR(T, s), MR(T, r), int32_t op, int32_t g) {               CALL(reduce_scatter, s + s_o, r + r_o, r_n, C, op, g);                          }                                                                              void kimi_rt_all_to_all_##N(MR(T, s), MR(T, r), int32_t g) {                               CALL(all_to_all, s + s_o, r + r_o, s_n, C, g);                                  }
-SHIM(f32, float, 0)
-SHIM(i32, int32_t, 1)
-SHIM(i64, int64_t, 2)
-)c";
 
-/// Runs `cc -shared` on the object and the C sources (the runtime shims the
-/// model calls); the result is the .so bytes.
+/// Runs `cc -shared` on the object and the C sources (the runtime's shims,
+/// runtime/abi/, compiled against its module ABI header written next to
+/// them); the result is the .so bytes.
 llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
                                              llvm::ArrayRef<std::string> cSources) {
   llvm::SmallString<128> dir;
@@ -155,12 +120,14 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
     return llvm::createStringError(ec, "cannot create a temporary directory");
   std::string objPath = (dir + "/model.o").str();
   std::string soPath = (dir + "/model.so").str();
+  std::string headerPath = (dir + "/" + kimi::kModuleAbiHeaderName).str();
   std::vector<std::string> sourcePaths;
   for (size_t i = 0; i < cSources.size(); ++i)
     sourcePaths.push_back((dir + "/shim" + llvm::Twine(i) + ".c").str());
   llvm::scope_exit cleanup([&] {
     for (const std::string &p : sourcePaths)
       llvm::sys::fs::remove(p);
+    llvm::sys::fs::remove(headerPath);
     llvm::sys::fs::remove(objPath);
     llvm::sys::fs::remove(soPath);
     llvm::sys::fs::remove(dir);
@@ -172,13 +139,16 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
       return llvm::createStringError(ec, "cannot write %s", objPath.c_str());
     os << object;
   }
-  for (size_t i = 0; i < cSources.size(); ++i) {
+  std::vector<std::pair<std::string, llvm::StringRef>> files = {
+      {headerPath, kimi::kModuleAbiHeader}};
+  for (size_t i = 0; i < cSources.size(); ++i)
+    files.push_back({sourcePaths[i], cSources[i]});
+  for (const auto &[path, text] : files) {
     std::error_code ec;
-    llvm::raw_fd_ostream os(sourcePaths[i], ec);
+    llvm::raw_fd_ostream os(path, ec);
     if (ec)
-      return llvm::createStringError(ec, "cannot write %s",
-                                     sourcePaths[i].c_str());
-    os << cSources[i];
+      return llvm::createStringError(ec, "cannot write %s", path.c_str());
+    os << text;
   }
   llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
   if (!cc)
@@ -188,8 +158,9 @@ llvm::Expected<std::string> linkSharedObject(llvm::StringRef object,
   std::string message;
   llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", soPath,
                                              objPath};
+  std::string include = ("-I" + dir).str();
   if (!sourcePaths.empty())
-    args.append({"-O2", "-fPIC"});
+    args.append({"-O2", "-fPIC", include});
   for (const std::string &p : sourcePaths)
     args.push_back(p);
   args.push_back("-lm");
@@ -218,213 +189,45 @@ llvm::Error kimi::codegenError(const llvm::Twine &step,
 
 llvm::Error kimi::lowerToBufferizedMemRefs(ModuleOp module,
                                           llvm::StringRef frontPipeline,
-                                          int64_t sortedExpertsMinTokens,
-                                          bool splatsAsFills,
-                                          llvm::StringRef tensorPipeline,
-                                          bool emptyPerWriter) {
+                                          const KimiToMemRefOptions &options,
+                                          FrontPassAdder addFrontPasses,
+                                          LoweringStage last) {
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);
-
-  // 1. kimi level: proof and chunking, lowering to linalg, weights.
-  {
-    PassManager pm(ctx);
-    if (!frontPipeline.empty() &&
-        failed(parsePassPipeline(frontPipeline, pm)))
-      return diagnostics.fail("parsing the front pipeline '" + frontPipeline +
-                         "'");
-    pm.addPass(kimi::createKimiLowerKda());
-    kimi::KimiLowerToLinalgOptions linalgOptions;
-    linalgOptions.sortedExpertsMinTokens = sortedExpertsMinTokens;
-    pm.addPass(kimi::createKimiLowerToLinalg(linalgOptions));
-    // Partitioned modules: collectives become calls into the comm shim.
-    pm.addPass(kimi::createKimiLowerCollectives());
-    // Elementwise arith/math on tensors (residual adds) become linalg too.
-    pm.addPass(createConvertElementwiseToLinalgPass());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-    pm.addPass(kimi::createKimiExternalizeWeights());
-    if (failed(pm.run(module)))
-      return diagnostics.fail("lowering kimi ops");
-  }
-  // Anything kimi left (e.g. kda without a proof attribute) cannot run.
-  Operation *leftover = nullptr;
-  module.walk([&](Operation *op) {
-    if (isa<kimi::KimiDialect>(op->getDialect()) && !leftover)
-      leftover = op;
-  });
-  if (leftover) {
-    std::string name = leftover->getName().getStringRef().str();
-    return codegenError("lowering kimi ops", "'" + name +
-                                            "' was not lowered (is the decay "
-                                            "proof in the front pipeline?)");
-  }
-
-  if (!tensorPipeline.empty()) {
-    PassManager pm(ctx);
-    if (failed(parsePassPipeline(tensorPipeline, pm)))
-      return diagnostics.fail("parsing the tensor pipeline '" + tensorPipeline +
-                              "'");
-    if (failed(pm.run(module)))
-      return diagnostics.fail("passes on linalg over tensors");
-  }
-
-  // 2. Entry points get MLIR's C interface. The state names on arguments
-  // and results live on in the artifact's signature, not in the code.
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    fn.setArgAttrsAttr(nullptr);
-    fn.setResAttrsAttr(nullptr);
-  }
-  // Inputs belong to the runtime (it shares state buffers between sessions
-  // and snapshots): entry arguments are read-only to bufferization, which
-  // copies before any in-place update.
-  for (auto fn : module.getOps<func::FuncOp>())
-    if (fn.isPublic()) {
-      fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
-                  UnitAttr::get(ctx));
-      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-        fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
-                      BoolAttr::get(ctx, false));
-    }
-
-  // Splat constants (zeros that partitioning introduces, say) as fills, so
-  // that bufferization makes no global of them.
-  if (splatsAsFills) {
-    SmallVector<arith::ConstantOp> splats;
-    module.walk([&](arith::ConstantOp c) {
-      auto type = dyn_cast<RankedTensorType>(c.getType());
-      if (type && type.getRank() > 0 && isa<SplatElementsAttr>(c.getValue()))
-        splats.push_back(c);
-    });
-    for (arith::ConstantOp c : splats) {
-      OpBuilder b(c);
-      auto type = cast<RankedTensorType>(c.getType());
-      auto value = cast<SplatElementsAttr>(c.getValue()).getSplatValue<TypedAttr>();
-      Value empty = tensor::EmptyOp::create(b, c.getLoc(), type.getShape(),
-                                            type.getElementType());
-      Value scalar = arith::ConstantOp::create(b, c.getLoc(), value);
-      Value fill =
-          linalg::FillOp::create(b, c.getLoc(), scalar, empty).getResult(0);
-      c.replaceAllUsesWith(fill);
-      c.erase();
-    }
-  }
-
-  // One fill per writer. CSE merges the zero inits of products (every
-  // kimi.linear of a layer starts from the same fill); bufferized, one
-  // shared fill is a fill plus a copy of it for each further user, and the
-  // GPU's kimi-gpu-gemm-calls no longer sees the zero init that lets a
-  // product overwrite its output (beta = 0). A fill of its own per writer
-  // bufferizes in place into that writer's buffer.
-  {
-    SmallVector<linalg::FillOp> shared;
-    module.walk([&](linalg::FillOp fill) {
-      if (fill.hasPureTensorSemantics() && !fill->getResult(0).hasOneUse() &&
-          !fill->getResult(0).use_empty())
-        shared.push_back(fill);
-    });
-    for (linalg::FillOp fill : shared) {
-      // Only the uses that write into it (the products' outputs); readers
-      // may share one fill.
-      SmallVector<OpOperand *> uses;
-      for (OpOperand &use : fill->getResult(0).getUses())
-        if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
-            dps && dps.isDpsInit(&use))
-          uses.push_back(&use);
-      if (uses.size() < 2)
-        continue;
-      Value init = fill.getDpsInits()[0];
-      auto empty = init.getDefiningOp<tensor::EmptyOp>();
-      for (OpOperand *use : llvm::drop_begin(uses)) {
-        OpBuilder b(use->getOwner());
-        IRMapping map;
-        if (empty)
-          map.map(init, b.clone(*empty)->getResult(0));
-        use->set(b.clone(*fill, map)->getResult(0));
-      }
-    }
-  }
-
-  // One empty tensor per writer: CSE merges the empty inits of elementwise
-  // ops of one shape, and bufferization then writes a later op's result
-  // into the buffer of an earlier one that is dead by then.
-  if (emptyPerWriter) {
-    SmallVector<tensor::EmptyOp> shared;
-    module.walk([&](tensor::EmptyOp empty) {
-      if (!empty->getResult(0).hasOneUse() && !empty->getResult(0).use_empty())
-        shared.push_back(empty);
-    });
-    for (tensor::EmptyOp empty : shared) {
-      SmallVector<OpOperand *> uses;
-      for (OpOperand &use : empty->getResult(0).getUses())
-        if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
-            dps && dps.isDpsInit(&use))
-          uses.push_back(&use);
-      for (OpOperand *use : llvm::drop_begin(uses)) {
-        OpBuilder b(use->getOwner());
-        use->set(b.clone(*empty)->getResult(0));
-      }
-    }
-  }
-
-  // 3. Bufferize the whole call graph; function results get identity layouts
-  // so the runtime sees plain row-major buffers.
-  bufferization::OneShotBufferizationOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  bufferize.allowReturnAllocsFromLoops = true;
-  bufferize.setFunctionBoundaryTypeConversion(
-      bufferization::LayoutMapOption::IdentityLayoutMap);
-  bufferize.memCpyFn = [](OpBuilder &b, Location loc, Value from,
-                          Value to) -> LogicalResult {
-    linalg::CopyOp::create(b, loc, from, to);
-    return success();
-  };
-  bufferization::BufferizationState state;
-  if (failed(bufferization::runOneShotModuleBufferize(module, bufferize,
-                                                      state)))
+  PassManager pm(ctx);
+  if (!frontPipeline.empty() && failed(parsePassPipeline(frontPipeline, pm)))
+    return diagnostics.fail("parsing the front pipeline '" + frontPipeline +
+                            "'");
+  if (addFrontPasses)
+    addFrontPasses(pm);
+  if (failed(pm.run(module)))
+    return diagnostics.fail("the front pipeline");
+  PassManager lower(ctx);
+  buildKimiToLinalgPipeline(lower, options);
+  if (failed(lower.run(module)))
+    return diagnostics.fail("lowering kimi ops");
+  if (last == LoweringStage::Linalg)
+    return llvm::Error::success();
+  PassManager bufferize(ctx);
+  buildLinalgToMemRefPipeline(bufferize, options);
+  if (failed(bufferize.run(module)))
     return diagnostics.fail("bufferization");
-
-  // 4. Deallocation, then to the LLVM dialect. Buffer copies become
-  // linalg.copy loops: memref.copy of strided buffers would call memrefCopy
-  // from MLIR's runner library, which the shared object must not need.
-  {
-    PassManager pm(ctx);
-    bufferization::buildBufferDeallocationPipeline(pm);
-    pm.addPass(createConvertBufferizationToMemRefPass());
-    if (failed(pm.run(module)))
-      return diagnostics.fail("buffer deallocation");
-  }
-  module.walk([](memref::CopyOp copy) {
-    OpBuilder b(copy);
-    linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
-                           copy.getTarget());
-    copy.erase();
-  });
   return llvm::Error::success();
 }
 
 llvm::Expected<std::string>
 kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
-  if (llvm::Error e = lowerToBufferizedMemRefs(module, options.frontPipeline,
-                                               options.sortedExpertsMinTokens))
+  KimiToMemRefOptions memref;
+  memref.sortedExpertsMinTokens = options.sortedExpertsMinTokens;
+  if (llvm::Error e =
+          lowerToBufferizedMemRefs(module, options.frontPipeline, memref))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);
-  {
-    PassManager pm(ctx);
-    pm.addPass(createConvertLinalgToLoopsPass());
-    pm.addPass(memref::createExpandStridedMetadataPass());
-    pm.addPass(createLowerAffinePass());
-    pm.addPass(createSCFToControlFlowPass());
-    pm.addPass(createConvertMathToLLVMPass());
-    pm.addPass(createConvertMathToLibmPass());
-    pm.addPass(createArithToLLVMConversionPass());
-    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-    pm.addPass(createConvertFuncToLLVMPass());
-    pm.addPass(createConvertControlFlowToLLVMPass());
-    pm.addPass(createReconcileUnrealizedCastsPass());
-    if (failed(pm.run(module)))
-      return diagnostics.fail("lowering to the LLVM dialect");
-  }
+  PassManager pm(ctx);
+  buildCpuToLLVMPipeline(pm);
+  if (failed(pm.run(module)))
+    return diagnostics.fail("lowering to the LLVM dialect");
 
   return emitSharedObject(module, options.optLevel, options.llvmIR, {});
 }
@@ -476,6 +279,6 @@ kimi::emitSharedObject(ModuleOp module, unsigned optLevel, std::string *llvmIR,
   });
   std::vector<std::string> sources(cSources.begin(), cSources.end());
   if (usesComm)
-    sources.push_back(kCommShim);
+    sources.push_back(kimi::kCommModuleShim);
   return linkSharedObject(object, sources);
 }

@@ -10,6 +10,7 @@
 #define KIMI_LOWERING_TOCPU_CPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 #include <string>
 
@@ -18,13 +19,13 @@
 
 namespace mlir {
 class DialectRegistry;
+class OpPassManager;
 }
 
 namespace kimi {
 
-/// Name of the exported global holding the weight at `slot` (the position of
-/// its `kimi.weight` in the module).
-std::string weightGlobalName(size_t slot);
+struct KimiToMemRefOptions;
+
 
 /// "code generation failed in <step>[:\n<detail>]", the error of every
 /// failing step of the CPU and GPU model pipelines.
@@ -64,25 +65,21 @@ struct CpuCodegenOptions {
 /// Registers what the CPU pipeline parses and translates.
 void registerCpuCodegenDialects(mlir::DialectRegistry &registry);
 
-/// The steps the CPU and GPU model targets share: the front pipeline on kimi
-/// IR, kimi -> linalg, weights as `kimi_w_<slot>` globals, One-Shot
-/// Bufferize over the call graph (entries get the C interface and read-only
-/// arguments), ownership-based deallocation, buffer copies as linalg.copy.
-/// `sortedExpertsMinTokens`: kimi-lower-to-linalg's option of that name.
-/// `splatsAsFills`: splat tensor constants become `linalg.fill` of a fresh
-/// buffer instead of globals (the GPU target, whose globals are host memory).
-/// `tensorPipeline`: passes run on linalg over tensors just before
-/// bufferization (the GPU target's elementwise fusion).
-/// `emptyPerWriter`: every op that writes into a `tensor.empty` gets one of
-/// its own, so each result has a buffer of its own (the GPU target: a buffer
-/// reused by a later, independent op is a false dependency that keeps
-/// kimi-gpu-gemm-calls from launching the two together).
+/// Adds passes after the textual front pipeline (the GPU target's kernel
+/// passes, with their typed options).
+using FrontPassAdder = llvm::function_ref<void(mlir::OpPassManager &)>;
+
+/// The steps the CPU and GPU model targets share: the front pipeline (a
+/// textual pipeline on kimi IR, the user's: the decay proof and chunking)
+/// and `addFrontPasses`, then kimi-to-memref-pipeline (lowering/Pipelines.h).
+/// A failure names the step and carries its diagnostics.
+/// `last`: the stage to stop after (kimi-compile --emit=linalg|memref).
+enum class LoweringStage { Linalg, MemRef };
 llvm::Error lowerToBufferizedMemRefs(mlir::ModuleOp module,
                                      llvm::StringRef frontPipeline,
-                                     int64_t sortedExpertsMinTokens = 0,
-                                     bool splatsAsFills = false,
-                                     llvm::StringRef tensorPipeline = "",
-                                     bool emptyPerWriter = false);
+                                     const KimiToMemRefOptions &options,
+                                     FrontPassAdder addFrontPasses = {},
+                                     LoweringStage last = LoweringStage::MemRef);
 
 /// Translates an LLVM-dialect `module` to LLVM IR, adds the packed
 /// `kimi_entry_<name>` wrappers, optimises for the host, and links the

@@ -9,6 +9,7 @@
 #include "lowering/Passes.h"
 #include "lowering/ToGPU/GemmContraction.h"
 #include "lowering/ToGPU/GemvLaunches.h"
+#include "runtime/abi/kimi_module_abi.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -34,9 +35,8 @@ using kimi::gpu::zeroFillOf;
 
 namespace {
 constexpr llvm::StringLiteral kGemm = "kimi_gpu_gemm_f32";
-constexpr unsigned kGemmArgs = 18;
-// The last argument's bits.
-constexpr int64_t kGemmStaticShape = 1, kGemmOverwrite = 2, kGemmBf16C = 4;
+// One index argument per descriptor word (runtime/abi/kimi_module_abi.h).
+constexpr unsigned kGemmArgs = KIMI_GEMM_DESC_WORDS;
 
 struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
   using Base::Base;
@@ -320,7 +320,10 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
       return c.batch ? s[*c.batch] : zero;
     };
     Value prec = arith::ConstantIndexOp::create(
-        b, loc, bf16Product ? 2 : precision == "tf32" ? 1 : 0);
+        b, loc,
+        bf16Product            ? KIMI_GEMM_PRECISION_BF16
+        : precision == "tf32" ? KIMI_GEMM_PRECISION_TF32
+                              : KIMI_GEMM_PRECISION_F32);
     // Flags (docs/runtime-abi.md). Sizes known here recur on every call: the
     // runtime times cuBLASLt's candidates for them once; a size that depends
     // on the data or the cache length would be timed at every new value.
@@ -329,17 +332,31 @@ struct KimiGpuGemmCalls : kimi::impl::KimiGpuGemmCallsBase<KimiGpuGemmCalls> {
         [&](std::optional<unsigned> d) {
           return !d || getConstantIntValue(ranges[*d].size).has_value();
         });
-    int64_t flags = (staticShape ? kGemmStaticShape : 0) |
-                    (fill ? kGemmOverwrite : 0) | (rounding ? kGemmBf16C : 0);
+    int64_t flags = (staticShape ? KIMI_GEMM_FLAG_STATIC_SIZES : 0) |
+                    (fill ? KIMI_GEMM_FLAG_OVERWRITE : 0) |
+                    (rounding ? KIMI_GEMM_FLAG_C_BF16 : 0);
     if (fill)
       fill->erase();
     Value flagsValue = arith::ConstantIndexOp::create(b, loc, flags);
-    SmallVector<Value> args = {a,         bAddr,     out,       size(c.m),
-                               size(c.n), size(c.k), batch,     sa[c.m],
-                               sa[c.k],   batchStride(sa),      sb[c.k],
-                               sb[c.n],   batchStride(sb),      sc[c.m],
-                               sc[c.n],   batchStride(sc),      prec,
-                               flagsValue};
+    SmallVector<Value> args(kGemmArgs);
+    args[KIMI_GEMM_A] = a;
+    args[KIMI_GEMM_B] = bAddr;
+    args[KIMI_GEMM_C] = out;
+    args[KIMI_GEMM_M] = size(c.m);
+    args[KIMI_GEMM_N] = size(c.n);
+    args[KIMI_GEMM_K] = size(c.k);
+    args[KIMI_GEMM_BATCH] = batch;
+    args[KIMI_GEMM_A_STRIDE_M] = sa[c.m];
+    args[KIMI_GEMM_A_STRIDE_K] = sa[c.k];
+    args[KIMI_GEMM_A_STRIDE_BATCH] = batchStride(sa);
+    args[KIMI_GEMM_B_STRIDE_K] = sb[c.k];
+    args[KIMI_GEMM_B_STRIDE_N] = sb[c.n];
+    args[KIMI_GEMM_B_STRIDE_BATCH] = batchStride(sb);
+    args[KIMI_GEMM_C_STRIDE_M] = sc[c.m];
+    args[KIMI_GEMM_C_STRIDE_N] = sc[c.n];
+    args[KIMI_GEMM_C_STRIDE_BATCH] = batchStride(sc);
+    args[KIMI_GEMM_PRECISION] = prec;
+    args[KIMI_GEMM_FLAGS] = flagsValue;
     func::CallOp::create(b, loc, kGemm, TypeRange{}, args);
     for (Value t : temporaries)
       memref::DeallocOp::create(b, loc, t);

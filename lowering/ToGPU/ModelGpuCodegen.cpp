@@ -2,7 +2,9 @@
 
 #include "lowering/ToGPU/ModelGpuCodegen.h"
 #include "lowering/Passes.h"
+#include "lowering/Pipelines.h"
 #include "lowering/ToCPU/CpuCodegen.h"
+#include "lowering/ToCPU/ModuleShims.h"
 #include "lowering/ToGPU/GpuSerialize.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -101,166 +103,6 @@ void mergeGpuModules(ModuleOp module) {
   });
 }
 
-const char *kGpuShim = R"c(
-#include <stddef.h>
-#include <stdint.h>
-typedef struct {
-  void *ctx;
-  int32_t (*load_module)(void *ctx, const void *image, uint64_t size,
-                         void **module);
-  int32_t (*get_function)(void *ctx, void *module, const char *name,
-                          void **function);
-  int32_t (*launch)(void *ctx, void *function, int64_t gx, int64_t gy,
-                    int64_t gz, int64_t bx, int64_t by, int64_t bz,
-                    int32_t smem, void **params);
-  int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
-  int32_t (*release)(void *ctx, void *ptr);
-  int32_t (*gemm)(void *ctx, const int64_t *desc);
-  int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
-} kimi_rt_gpu_table;
-const int32_t kimi_rt_gpu_abi_version = 4;
-kimi_rt_gpu_table kimi_rt_gpu;
-int32_t kimi_rt_gpu_status;
-
-typedef struct {
-  const void *image;
-  uint64_t size;
-  void *module;
-} kimi_gpu_image;
-#define KIMI_MAX_IMAGES 16
-static kimi_gpu_image kimi_images[KIMI_MAX_IMAGES];
-static int kimi_num_images;
-
-/* Called by the load constructors at dlopen, before the runtime has filled
-   the table: the image is only recorded; it is loaded on first use. */
-static void *kimi_register(const void *image, uint64_t size) {
-  if (kimi_num_images == KIMI_MAX_IMAGES) {
-    kimi_rt_gpu_status = -2;
-    return 0;
-  }
-  kimi_gpu_image *r = &kimi_images[kimi_num_images++];
-  r->image = image;
-  r->size = size;
-  r->module = 0;
-  return r;
-}
-void *mgpuModuleLoad(void *data, size_t size) { return kimi_register(data, size); }
-void *mgpuModuleLoadJIT(void *data, int32_t opt) {
-  (void)opt;
-  return kimi_register(data, 0);
-}
-void mgpuModuleUnload(void *m) { (void)m; }
-
-/* Functions by the address of their name (a constant of this object). */
-#define KIMI_FN_SLOTS 16384
-static struct {
-  const char *name;
-  void *image;
-  void *fn;
-} kimi_fns[KIMI_FN_SLOTS];
-
-void *mgpuModuleGetFunction(void *m, const char *name) {
-  kimi_gpu_image *r = (kimi_gpu_image *)m;
-  if (kimi_rt_gpu_status || !r)
-    return 0;
-  uintptr_t h = ((uintptr_t)name >> 3) % KIMI_FN_SLOTS;
-  for (int probe = 0; probe < KIMI_FN_SLOTS; ++probe) {
-    if (!kimi_fns[h].name)
-      break;
-    if (kimi_fns[h].name == name && kimi_fns[h].image == m)
-      return kimi_fns[h].fn;
-    h = (h + 1) % KIMI_FN_SLOTS;
-  }
-  if (!kimi_rt_gpu.load_module || !kimi_rt_gpu.get_function) {
-    kimi_rt_gpu_status = -1;
-    return 0;
-  }
-  if (!r->module &&
-      (kimi_rt_gpu_status = kimi_rt_gpu.load_module(kimi_rt_gpu.ctx, r->image,
-                                                    r->size, &r->module)))
-    return 0;
-  void *fn = 0;
-  if ((kimi_rt_gpu_status =
-           kimi_rt_gpu.get_function(kimi_rt_gpu.ctx, r->module, name, &fn)))
-    return 0;
-  if (!kimi_fns[h].name) {
-    kimi_fns[h].name = name;
-    kimi_fns[h].image = m;
-    kimi_fns[h].fn = fn;
-  }
-  return fn;
-}
-
-/* One stream, the runtime's: every launch is ordered after the previous
-   one, and the runtime synchronises once after the entry returns. */
-void *mgpuStreamCreate(void) { return &kimi_rt_gpu; }
-void mgpuStreamDestroy(void *s) { (void)s; }
-void mgpuStreamSynchronize(void *s) { (void)s; }
-
-void mgpuLaunchKernel(void *fn, int64_t gx, int64_t gy, int64_t gz,
-                      int64_t bx, int64_t by, int64_t bz, int32_t smem,
-                      void *stream, void **params, void **extra,
-                      size_t nparams) {
-  (void)stream;
-  (void)extra;
-  (void)nparams;
-  if (kimi_rt_gpu_status || !fn)
-    return;
-  if (gx <= 0 || gy <= 0 || gz <= 0)
-    return; /* an empty iteration space */
-  kimi_rt_gpu_status =
-      kimi_rt_gpu.launch(kimi_rt_gpu.ctx, fn, gx, gy, gz, bx, by, bz, smem, params);
-}
-
-/* kimi-gpu-gemm-calls: C += A B through the runtime's cuBLASLt. */
-void kimi_gpu_gemm_f32(int64_t a, int64_t b, int64_t c, int64_t m, int64_t n,
-                       int64_t k, int64_t batch, int64_t am, int64_t ak,
-                       int64_t ab, int64_t bk, int64_t bn, int64_t bb,
-                       int64_t cm, int64_t cn, int64_t cb, int64_t precision,
-                       int64_t flags) {
-  if (kimi_rt_gpu_status)
-    return;
-  if (!kimi_rt_gpu.gemm) {
-    kimi_rt_gpu_status = -1;
-    return;
-  }
-  const int64_t desc[18] = {a,  b,  c,  m,  n,  k,     batch,     am, ak,
-                            ab, bk, bn, bb, cm, cn, cb, precision, flags};
-  kimi_rt_gpu_status = kimi_rt_gpu.gemm(kimi_rt_gpu.ctx, desc);
-}
-
-/* kimi.host_read (kimi-gpu-serial-kernels): a device i32 the host needs,
-   after the work queued before it (the runtime synchronises the stream). */
-int32_t kimi_gpu_read_i32(int64_t address) {
-  int32_t value = 0;
-  if (kimi_rt_gpu_status)
-    return 0;
-  if (!kimi_rt_gpu.read_i32) {
-    kimi_rt_gpu_status = -1;
-    return 0;
-  }
-  kimi_rt_gpu_status =
-      kimi_rt_gpu.read_i32(kimi_rt_gpu.ctx, (const void *)address, &value);
-  return value;
-}
-
-/* memref.alloc / dealloc of the host code: device memory. */
-void *_mlir_memref_to_llvm_alloc(size_t bytes) {
-  void *p = 0;
-  if (kimi_rt_gpu_status)
-    return 0;
-  if (!kimi_rt_gpu.alloc) {
-    kimi_rt_gpu_status = -1;
-    return 0;
-  }
-  kimi_rt_gpu_status = kimi_rt_gpu.alloc(kimi_rt_gpu.ctx, bytes, &p);
-  return p;
-}
-void _mlir_memref_to_llvm_free(void *p) {
-  if (p && kimi_rt_gpu.release)
-    kimi_rt_gpu.release(kimi_rt_gpu.ctx, p);
-}
-)c";
 
 
 /// gpu.launch_func reads and writes its buffer operands: what ownership-based
@@ -294,6 +136,44 @@ void registerModelGpuExtensions(DialectRegistry &registry) {
   });
 }
 
+void addGpuKernelPasses(OpPassManager &pm, const ModelGpuCodegenOptions &options) {
+  // KDA before kimi-lower-kda sees it; AttnRes and the short convolutions
+  // before the norm pass, since they fuse the norm of each mix and the L2
+  // norms of the convolved heads.
+  if (options.kdaKernels) {
+    kimi::KimiGpuKdaKernelsOptions kda;
+    kda.smCount = options.smCount;
+    pm.addPass(kimi::createKimiGpuKdaKernels(kda));
+  }
+  if (options.mlaKernels) {
+    kimi::KimiGpuMlaKernelsOptions mla;
+    mla.decodeKernels = options.mlaDecodeKernels;
+    mla.smCount = options.smCount;
+    pm.addPass(kimi::createKimiGpuMlaKernels(mla));
+  }
+  if (options.tokenwiseKernels) {
+    pm.addPass(kimi::createKimiGpuAttnResKernels());
+    pm.addPass(kimi::createKimiDecomposeLatentMoe());
+    pm.addPass(kimi::createKimiGpuShortConvKernels());
+    pm.addPass(kimi::createKimiGpuNormKernels());
+    pm.addPass(kimi::createKimiGpuRouterKernels());
+    kimi::KimiGpuRoutedExpertsKernelsOptions experts;
+    experts.maxTokens = options.sortedExpertsMinTokens > 0
+                            ? options.sortedExpertsMinTokens - 1
+                            : std::numeric_limits<int64_t>::max();
+    experts.bf16Products = options.bf16WeightProducts;
+    pm.addPass(kimi::createKimiGpuRoutedExpertsKernels(experts));
+  }
+}
+
+void setGpuMemRefOptions(const ModelGpuCodegenOptions &options,
+                         KimiToMemRefOptions &memref) {
+  memref.sortedExpertsMinTokens = options.sortedExpertsMinTokens;
+  memref.splatsAsFills = true;
+  memref.fuseElementwise = options.fuseElementwise;
+  memref.emptyPerWriter = true;
+}
+
 llvm::Expected<std::string>
 compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
   std::string toolkit = cudaToolkitPath();
@@ -307,37 +187,13 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
         "the toolkit at '" + toolkit +
             "' has ptxas but no nvvm/libdevice/libdevice.10.bc, which the GPU "
             "model target links: install the full toolkit or set CUDA_HOME");
-  // KDA through the generated kernels, before kimi-lower-kda sees it.
-  std::string front = options.frontPipeline;
-  if (options.kdaKernels)
-    front += std::string(front.empty() ? "" : ",") +
-             "kimi-gpu-kda-kernels{sm-count=" + std::to_string(options.smCount) +
-             "}";
-  if (options.mlaKernels)
-    front += std::string(front.empty() ? "" : ",") +
-             "kimi-gpu-mla-kernels{decode-kernels=" +
-             (options.mlaDecodeKernels ? "true" : "false") +
-             " sm-count=" + std::to_string(options.smCount) + "}";
-  // AttnRes and the short convolutions first: they fuse the norm of each
-  // mix and the L2 norms of the convolved heads; the norm pass takes the
-  // rest.
-  if (options.tokenwiseKernels)
-    front += std::string(front.empty() ? "" : ",") +
-             "kimi-gpu-attn-res-kernels,kimi-decompose-latent-moe,"
-             "kimi-gpu-short-conv-kernels,kimi-gpu-norm-kernels,"
-             "kimi-gpu-router-kernels,"
-             "kimi-gpu-routed-experts-kernels{max-tokens=" +
-             std::to_string(options.sortedExpertsMinTokens > 0
-                                ? options.sortedExpertsMinTokens - 1
-                                : std::numeric_limits<int64_t>::max()) +
-             " bf16-products=" + (options.bf16WeightProducts ? "true" : "false") +
-             "}";
+  KimiToMemRefOptions memref;
+  setGpuMemRefOptions(options, memref);
   if (llvm::Error e = lowerToBufferizedMemRefs(
-          module, front, options.sortedExpertsMinTokens,
-          /*splatsAsFills=*/true,
-          options.fuseElementwise ? "kimi-gpu-fuse-elementwise" : "",
-          /*emptyPerWriter=*/true))
+          module, options.frontPipeline, memref,
+          [&](OpPassManager &pm) { addGpuKernelPasses(pm, options); }))
     return std::move(e);
+
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);
 
@@ -452,7 +308,7 @@ compileModelForGpu(ModuleOp module, const ModelGpuCodegenOptions &options) {
     return std::string();
   }
   return emitSharedObject(module, options.hostOptLevel, options.llvmIR,
-                          {kGpuShim});
+                          {kGpuModuleShim});
 }
 
 } // namespace kimi::gpu

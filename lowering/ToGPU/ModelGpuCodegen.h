@@ -19,6 +19,13 @@
 #include <string>
 #include <vector>
 
+namespace mlir {
+class OpPassManager;
+}
+namespace kimi {
+struct KimiToMemRefOptions;
+}
+
 namespace kimi::gpu {
 
 struct ModelGpuCodegenOptions {
@@ -114,6 +121,16 @@ struct ModelGpuCodegenOptions {
 /// cubin); errors name the failing step and carry its diagnostics.
 llvm::Expected<std::string> compileModelForGpu(mlir::ModuleOp module,
                                                const ModelGpuCodegenOptions &options);
+
+/// The generated kernels' passes that run after the front pipeline (KDA,
+/// MLA, AttnRes, short convolutions, norms, router, routed experts, as
+/// `options` enables them), with their typed options.
+void addGpuKernelPasses(mlir::OpPassManager &pm,
+                        const ModelGpuCodegenOptions &options);
+
+/// The GPU target's kimi-to-memref-pipeline options.
+void setGpuMemRefOptions(const ModelGpuCodegenOptions &options,
+                         KimiToMemRefOptions &memref);
 
 /// Registers what compileModelForGpu needs beyond the CPU pipeline: the GPU
 /// serialisation dialects and translations, and the memory effects of

@@ -2,6 +2,7 @@
 
 #include "lowering/ToProgram/CpuArtifact.h"
 #include "dialects/Kimi/KimiOps.h"
+#include "lowering/Passes.h"
 #include "lowering/ToCPU/CpuCodegen.h"
 #include "models/import/WeightNames.h"
 #include "runtime/artifact/writer.h"
@@ -126,7 +127,7 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
                 configJson.str()};
   // A partitioned module (kimi-shard) runs one program per device.
   int32_t ranks = 1;
-  spec.target.name = "cpu";
+  spec.target.kind = rt::TargetKind::kCpu;
   for (auto grid : module.getOps<shard::GridOp>())
     for (int64_t n : grid.getShape()) {
       ranks *= static_cast<int32_t>(n);
@@ -172,10 +173,6 @@ kimi::describeCpuArtifact(ModuleOp module, const ModelConfig &config,
       }
     spec.weights.push_back(std::move(w));
   }
-  for (int32_t r = 0; r < ranks; ++r)
-    spec.programs.push_back(
-        {r, {{rt::StepKind::kRunKernel, "prefill"},
-             {rt::StepKind::kRunKernel, "decode"}}});
   return spec;
 }
 
@@ -190,7 +187,6 @@ llvm::Error kimi::writeCpuArtifact(rt::ArtifactSpec spec,
   writer.spec().kernels[kernel].waitsGridDependencies = waitsGridDependencies;
   for (rt::EntrySpec &entry : writer.spec().entries)
     entry.kernel = kernel;
-  writer.setMemoryPlanFromEntries();
   rt::Status status = writer.writeFile(path.str());
   if (!status.isOk())
     return error("writing the artifact: " + status.message());

@@ -16,10 +16,14 @@ namespace kimi {
 llvm::Expected<rt::ArtifactSpec>
 compileGpuKernelLibrary(ModuleOp module, const GpuLibraryOptions &options) {
   rt::ArtifactSpec spec;
-  spec.target.name = options.target.chip;
   auto error = [](const std::string &m) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), m.c_str());
   };
+  // The artifact names its target by kind: sm_90a is the one GPU target.
+  if (options.target.chip != "sm_90a")
+    return error("GPU kernel library: chip '" + options.target.chip +
+                 "' has no artifact target (sm_90a is supported)");
+  spec.target.kind = rt::TargetKind::kSm90a;
   for (auto func : module.getOps<func::FuncOp>()) {
     // What the function holds decides the entry: one kimi.kda (with the
     // kimi.kda_gate feeding it), one kimi.attn_res (with one kimi.rms_norm

@@ -85,17 +85,6 @@ std::string locateCorruption(const uint8_t *buf, size_t size) {
     if (!e.empty())
       return "section 'weights', " + e;
   }
-  if (!t->VerifyOffset(v, fb::Artifact::VT_PROGRAMS) ||
-      !v.VerifyVector(root->programs()))
-    return "section 'programs'";
-  if (root->programs()) {
-    std::string e = firstBadElement(v, root->programs(), "program");
-    if (!e.empty())
-      return "section 'programs', " + e;
-  }
-  if (!t->VerifyOffset(v, fb::Artifact::VT_MEMORY_PLAN) ||
-      !v.VerifyTable(root->memory_plan()))
-    return "section 'memory_plan'";
   return "";
 }
 
@@ -141,7 +130,7 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
   const fb::Target *t = root->target();
   if (!t)
     return invalidArtifact("section 'target' is missing");
-  a.target.name = str(t->name());
+  a.target.kind = static_cast<TargetKind>(t->kind());
   a.target.numRanks = t->num_ranks();
   if (const auto *grid = t->grid_shape())
     a.target.gridShape.assign(grid->begin(), grid->end());
@@ -209,24 +198,6 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
       a.weights.push_back(std::move(ws));
     }
   }
-  if (const auto *programs = root->programs()) {
-    for (const fb::Program *p : *programs) {
-      ProgramSpec ps;
-      ps.rank = p->rank();
-      if (const auto *steps = p->steps())
-        for (const fb::Step *s : *steps)
-          ps.steps.push_back({static_cast<StepKind>(s->kind()), str(s->entry()),
-                              s->buffer(), s->src_buffer(), s->bytes(),
-                              static_cast<CollectiveKind>(s->collective()),
-                              s->peer()});
-      a.programs.push_back(std::move(ps));
-    }
-  }
-  const fb::MemoryPlan *plan = root->memory_plan();
-  if (!plan)
-    return invalidArtifact("section 'memory_plan' is missing");
-  a.memoryPlan.stateBytes = plan->state_bytes();
-  a.memoryPlan.cacheBytesPerToken = plan->cache_bytes_per_token();
   return a;
 }
 

@@ -57,14 +57,13 @@ const char *kernelKindName(KernelKind kind) {
   return "kernel_kind(?)";
 }
 
-const char *stepKindName(StepKind kind) {
+std::string targetName(TargetKind kind) {
   switch (kind) {
-  case StepKind::kAlloc: return "alloc";
-  case StepKind::kRunKernel: return "run_kernel";
-  case StepKind::kCollective: return "collective";
-  case StepKind::kCopy: return "copy";
+  case TargetKind::kCpu: return "cpu";
+  case TargetKind::kSm90a: return "sm_90a";
+  case TargetKind::kInvalid: break;
   }
-  return "step_kind(?)";
+  return "target(" + std::to_string(static_cast<unsigned>(kind)) + ")";
 }
 
 const char *bufferKindName(BufferKind kind) {

@@ -18,7 +18,9 @@
 namespace kimi::rt {
 
 /// The artifact format version this runtime writes and reads.
-inline constexpr uint32_t kArtifactFormatVersion = 1;
+/// 2: Target.kind (an enum) instead of Target.name; no programs or memory
+/// plan (artifact.fbs).
+inline constexpr uint32_t kArtifactFormatVersion = 2;
 
 /// Element types; values equal the schema's `DType` enum.
 enum class DType : uint8_t {
@@ -49,18 +51,11 @@ inline constexpr uint8_t kLastTensorRole = 4;
 enum class KernelKind : uint8_t { kCpuSharedObject = 0, kPtx = 1, kCubin = 2 };
 inline constexpr uint8_t kLastKernelKind = 2;
 
-enum class StepKind : uint8_t { kAlloc = 0, kRunKernel = 1, kCollective = 2, kCopy = 3 };
-inline constexpr uint8_t kLastStepKind = 3;
-
-enum class CollectiveKind : uint8_t {
-  kNone = 0,
-  kAllReduce = 1,
-  kAllGather = 2,
-  kReduceScatter = 3,
-  kAllToAll = 4,
-  kBroadcast = 5,
-};
-inline constexpr uint8_t kLastCollectiveKind = 5;
+/// What runs the artifact; values equal the schema's `TargetKind`.
+enum class TargetKind : uint8_t { kInvalid = 0, kCpu = 1, kSm90a = 2 };
+inline constexpr uint8_t kLastTargetKind = 2;
+/// "cpu", "sm_90a"; "target(<n>)" for a value outside the enum.
+std::string targetName(TargetKind kind);
 
 /// "f32", "bf16", ...; "dtype(<n>)" for a value outside the enum.
 std::string dtypeName(DType dtype);
@@ -71,7 +66,6 @@ size_t dtypeSize(DType dtype);
 int64_t storedBytes(DType dtype, int64_t numel);
 const char *roleName(TensorRole role);
 const char *kernelKindName(KernelKind kind);
-const char *stepKindName(StepKind kind);
 
 /// "[2, -1, 8]".
 std::string shapeToString(const std::vector<int64_t> &shape);
@@ -126,7 +120,7 @@ struct ModelInfo {
 constexpr size_t kMaxGridAxes = 4;
 
 struct TargetInfo {
-  std::string name = "cpu";
+  TargetKind kind = TargetKind::kCpu;
   int32_t numRanks = 1;
   /// The device grid, row-major; empty means {numRanks}. Collectives of a
   /// partitioned model run over groups of grid axes (docs/runtime-abi.md).
@@ -143,6 +137,8 @@ struct TargetInfo {
   int32_t dataParallelGroup(int32_t rank) const {
     return rank / (numRanks / dataParallel);
   }
+  /// "cpu" or "sm_90a", for messages and reports.
+  std::string name() const { return targetName(kind); }
 };
 
 struct KernelImage {
@@ -194,24 +190,11 @@ struct WeightSpec {
   int64_t blockNumel() const;
 };
 
-struct StepSpec {
-  StepKind kind = StepKind::kRunKernel;
-  std::string entry; // run_kernel
-  int32_t buffer = -1;
-  int32_t srcBuffer = -1;
-  int64_t bytes = 0;
-  CollectiveKind collective = CollectiveKind::kNone;
-  int32_t peer = -1;
-};
-
-struct ProgramSpec {
-  int32_t rank = 0;
-  std::vector<StepSpec> steps;
-};
-
-struct MemoryPlan {
-  int64_t stateBytes = 0;
-  int64_t cacheBytesPerToken = 0;
+/// What a session of an artifact holds besides its caches' rows: the sums
+/// over the decode entry's state and cache signatures (sessionMemory).
+struct SessionMemory {
+  int64_t stateBytes = 0;         // the fixed-size states
+  int64_t cacheBytesPerToken = 0; // every cache's row bytes, per token
 };
 
 struct ArtifactSpec {
@@ -221,8 +204,6 @@ struct ArtifactSpec {
   std::vector<KernelImage> kernels;
   std::vector<EntrySpec> entries;
   std::vector<WeightSpec> weights;
-  std::vector<ProgramSpec> programs;
-  MemoryPlan memoryPlan;
 
   /// The entry called `name`, or null.
   const EntrySpec *findEntry(const std::string &name) const;

@@ -261,23 +261,6 @@ Status validateSessionContract(const ArtifactSpec &artifact) {
       return invalidArtifact("entry 'decode': input " + quoted(name) + " (" +
                              roleName(spec->role) + ") is not returned");
 
-  int64_t stateBytes = 0, cacheBytes = 0;
-  for (const auto &[name, spec] : carried) {
-    if (spec->role == TensorRole::kState)
-      stateBytes += staticBytes(*spec);
-    else
-      cacheBytes += cacheRowBytes(*spec);
-  }
-  if (artifact.memoryPlan.stateBytes != stateBytes)
-    return invalidArtifact("memory_plan: state_bytes is " +
-                           std::to_string(artifact.memoryPlan.stateBytes) +
-                           " but the states of 'prefill' add up to " +
-                           std::to_string(stateBytes));
-  if (artifact.memoryPlan.cacheBytesPerToken != cacheBytes)
-    return invalidArtifact("memory_plan: cache_bytes_per_token is " +
-                           std::to_string(artifact.memoryPlan.cacheBytesPerToken) +
-                           " but the caches of 'prefill' add up to " +
-                           std::to_string(cacheBytes));
   return Status::ok();
 }
 
@@ -343,58 +326,6 @@ Status validateWeights(const ArtifactSpec &artifact) {
   return Status::ok();
 }
 
-Status validatePrograms(const ArtifactSpec &artifact) {
-  const int32_t ranks = artifact.target.numRanks;
-  if (artifact.programs.size() != static_cast<size_t>(ranks))
-    return invalidArtifact("programs: " + std::to_string(artifact.programs.size()) +
-                           " programs for " + std::to_string(ranks) + " ranks");
-  std::vector<bool> seen(static_cast<size_t>(ranks), false);
-  for (size_t p = 0; p < artifact.programs.size(); ++p) {
-    const ProgramSpec &program = artifact.programs[p];
-    std::string where = "program " + std::to_string(p);
-    if (program.rank < 0 || program.rank >= ranks)
-      return fail(where, "rank " + std::to_string(program.rank) +
-                             " out of range [0, " + std::to_string(ranks) + ")");
-    if (seen[static_cast<size_t>(program.rank)])
-      return fail(where, "rank " + std::to_string(program.rank) +
-                             " has two programs");
-    seen[static_cast<size_t>(program.rank)] = true;
-    for (size_t s = 0; s < program.steps.size(); ++s) {
-      const StepSpec &step = program.steps[s];
-      std::string w = where + ": step " + std::to_string(s);
-      if (static_cast<uint8_t>(step.kind) > kLastStepKind)
-        return fail(w, "invalid step kind " +
-                           std::to_string(static_cast<unsigned>(step.kind)));
-      if (static_cast<uint8_t>(step.collective) > kLastCollectiveKind)
-        return fail(w, "invalid collective kind " +
-                           std::to_string(static_cast<unsigned>(step.collective)));
-      if (step.bytes < 0)
-        return fail(w, "negative byte count " + std::to_string(step.bytes));
-      switch (step.kind) {
-      case StepKind::kRunKernel:
-        if (!artifact.findEntry(step.entry))
-          return fail(w, "run_kernel names unknown entry " + quoted(step.entry));
-        break;
-      case StepKind::kAlloc:
-        if (step.buffer < 0)
-          return fail(w, "alloc without a buffer id");
-        break;
-      case StepKind::kCopy:
-        if (step.buffer < 0 || step.srcBuffer < 0)
-          return fail(w, "copy needs a source and a destination buffer");
-        break;
-      case StepKind::kCollective:
-        if (step.collective == CollectiveKind::kNone)
-          return fail(w, "collective step without a collective kind");
-        if (step.buffer < 0)
-          return fail(w, "collective without a buffer id");
-        break;
-      }
-    }
-  }
-  return Status::ok();
-}
-
 } // namespace
 
 int64_t cacheRowBytes(const TensorSpec &spec) {
@@ -406,6 +337,20 @@ int64_t cacheRowBytes(const TensorSpec &spec) {
 }
 
 int64_t staticBytes(const TensorSpec &spec) { return cacheRowBytes(spec); }
+
+SessionMemory sessionMemory(const ArtifactSpec &spec) {
+  SessionMemory m;
+  const EntrySpec *prefill = spec.findEntry("prefill");
+  if (!prefill)
+    return m;
+  for (const TensorSpec &s : prefill->outputs) {
+    if (s.role == TensorRole::kState)
+      m.stateBytes += staticBytes(s);
+    else if (s.role == TensorRole::kCache)
+      m.cacheBytesPerToken += cacheRowBytes(s);
+  }
+  return m;
+}
 
 /// Buffers and launches of a GPU entry (docs/runtime-abi.md).
 Status validateGpuEntry(const EntrySpec &entry, size_t index,
@@ -480,9 +425,9 @@ Status validateGpuEntry(const EntrySpec &entry, size_t index,
 }
 
 Status validateKernelLibrary(const ArtifactSpec &a) {
-  if (a.target.name.empty() || a.target.name == "cpu")
+  if (a.target.kind != TargetKind::kSm90a)
     return invalidArtifact("target: a kernel library needs a GPU target, got " +
-                           quoted(a.target.name));
+                           quoted(a.target.name()));
   for (size_t i = 0; i < a.kernels.size(); ++i) {
     const KernelImage &k = a.kernels[i];
     std::string where = "kernel " + std::to_string(i) + " " + quoted(k.name);
@@ -536,8 +481,10 @@ Status validateArtifact(const ArtifactSpec &a) {
     return invalidArtifact("model: max_position_embeddings " +
                            std::to_string(m.maxPositions) + " is negative");
 
-  if (a.target.name.empty())
-    return invalidArtifact("target: empty name");
+  if (a.target.kind == TargetKind::kInvalid ||
+      static_cast<uint8_t>(a.target.kind) > kLastTargetKind)
+    return invalidArtifact("target: invalid kind " +
+                           std::to_string(static_cast<unsigned>(a.target.kind)));
   if (a.target.numRanks < 1)
     return invalidArtifact("target: num_ranks " +
                            std::to_string(a.target.numRanks) + " must be >= 1");
@@ -577,7 +524,8 @@ Status validateArtifact(const ArtifactSpec &a) {
                              std::to_string(static_cast<unsigned>(k.kind)));
     if (k.image.empty())
       return fail(where, "empty image");
-    if (a.target.name == "cpu" && k.kind != KernelKind::kCpuSharedObject)
+    if (a.target.kind == TargetKind::kCpu &&
+        k.kind != KernelKind::kCpuSharedObject)
       return fail(where, std::string("kind ") + kernelKindName(k.kind) +
                              " on target 'cpu' (expected cpu_shared_object)");
   }
@@ -593,7 +541,6 @@ Status validateArtifact(const ArtifactSpec &a) {
   }
   KIMI_RETURN_IF_ERROR(validateSessionContract(a));
   KIMI_RETURN_IF_ERROR(validateWeights(a));
-  KIMI_RETURN_IF_ERROR(validatePrograms(a));
   return Status::ok();
 }
 

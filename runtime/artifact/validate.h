@@ -28,6 +28,11 @@ int64_t cacheRowBytes(const TensorSpec &spec);
 /// Bytes of a fully static spec. The spec must have passed validation.
 int64_t staticBytes(const TensorSpec &spec);
 
+/// A session's state bytes and cache bytes per token: the sums over the
+/// state and cache outputs of `prefill` (zero without one). The artifact
+/// must have passed validation.
+SessionMemory sessionMemory(const ArtifactSpec &spec);
+
 } // namespace kimi::rt
 
 #endif // KIMI_RUNTIME_ARTIFACT_VALIDATE_H

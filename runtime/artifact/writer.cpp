@@ -37,9 +37,9 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
       b, b.CreateString(m.modelType), m.vocabSize, m.hiddenSize, m.numLayers,
       b.CreateString(m.layerKinds), m.maxPositions, b.CreateString(m.configJson));
   auto target = fb::CreateTarget(
-      b, b.CreateString(a.target.name), a.target.numRanks,
+      b, a.target.numRanks,
       a.target.gridShape.empty() ? 0 : b.CreateVector(a.target.gridShape),
-      a.target.dataParallel);
+      a.target.dataParallel, static_cast<fb::TargetKind>(a.target.kind));
 
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelImage &k : a.kernels) {
@@ -105,23 +105,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
   }
   auto weightsVec = b.CreateVector(weights);
 
-  std::vector<flatbuffers::Offset<fb::Program>> programs;
-  for (const ProgramSpec &p : a.programs) {
-    std::vector<flatbuffers::Offset<fb::Step>> steps;
-    for (const StepSpec &s : p.steps)
-      steps.push_back(fb::CreateStep(
-          b, static_cast<fb::StepKind>(s.kind), b.CreateString(s.entry), s.buffer,
-          s.srcBuffer, s.bytes, static_cast<fb::CollectiveKind>(s.collective),
-          s.peer));
-    programs.push_back(fb::CreateProgram(b, p.rank, b.CreateVector(steps)));
-  }
-  auto programsVec = b.CreateVector(programs);
-
-  auto plan = fb::CreateMemoryPlan(b, a.memoryPlan.stateBytes,
-                                   a.memoryPlan.cacheBytesPerToken);
-
   auto root = fb::CreateArtifact(b, a.formatVersion, model, target, kernelsVec,
-                                 entriesVec, weightsVec, programsVec, plan);
+                                 entriesVec, weightsVec);
   fb::FinishSizePrefixedArtifactBuffer(b, root);
   return std::vector<uint8_t>(b.GetBufferPointer(),
                               b.GetBufferPointer() + b.GetSize());
@@ -131,24 +116,6 @@ uint32_t ArtifactWriter::addKernel(KernelKind kind, std::string name,
                                    std::vector<uint8_t> image) {
   spec_.kernels.push_back({std::move(name), kind, std::move(image), false});
   return static_cast<uint32_t>(spec_.kernels.size() - 1);
-}
-
-MemoryPlan computeMemoryPlan(const ArtifactSpec &spec) {
-  MemoryPlan plan;
-  const EntrySpec *prefill = spec.findEntry("prefill");
-  if (!prefill)
-    return plan;
-  for (const TensorSpec &s : prefill->outputs) {
-    if (s.role == TensorRole::kState)
-      plan.stateBytes += staticBytes(s);
-    else if (s.role == TensorRole::kCache)
-      plan.cacheBytesPerToken += cacheRowBytes(s);
-  }
-  return plan;
-}
-
-void ArtifactWriter::setMemoryPlanFromEntries() {
-  spec_.memoryPlan = computeMemoryPlan(spec_);
 }
 
 StatusOr<std::vector<uint8_t>> ArtifactWriter::finish() const {

@@ -8,8 +8,6 @@
 //   uint32_t so = w.addKernel(KernelKind::kCpuSharedObject, "model.so", bytes);
 //   w.addEntry({"prefill", "kimi_entry_prefill", so, inputs, outputs});
 //   w.addWeight({"model.norm.weight", {}, {7168}, DType::kF32, "kimi_w_0"});
-//   w.addProgram({0, {{StepKind::kRunKernel, "prefill"}, ...}});
-//   w.setMemoryPlanFromEntries();
 //   Status s = w.writeFile("model.kimi");
 //
 //===----------------------------------------------------------------------===//
@@ -38,12 +36,6 @@ public:
                      std::vector<uint8_t> image);
   void addEntry(EntrySpec entry) { spec_.entries.push_back(std::move(entry)); }
   void addWeight(WeightSpec weight) { spec_.weights.push_back(std::move(weight)); }
-  void addProgram(ProgramSpec program) {
-    spec_.programs.push_back(std::move(program));
-  }
-  void setMemoryPlan(MemoryPlan plan) { spec_.memoryPlan = plan; }
-  /// Sets the memory plan from the state and cache outputs of `prefill`.
-  void setMemoryPlanFromEntries();
 
   /// Validates (validateArtifact) and serialises.
   StatusOr<std::vector<uint8_t>> finish() const;
@@ -53,9 +45,6 @@ public:
 private:
   ArtifactSpec spec_;
 };
-
-/// The memory plan implied by the `prefill` outputs (zero without prefill).
-MemoryPlan computeMemoryPlan(const ArtifactSpec &spec);
 
 /// Serialises without any check: a size-prefixed FlatBuffer with identifier
 /// "KIMI". Tests use it to produce artifacts the reader must refuse.

@@ -1,6 +1,7 @@
 //===- comm_shim.cpp - Collectives of a partitioned CPU model -------------===//
 
 #include "runtime/cpu/comm_shim.h"
+#include "runtime/abi/kimi_module_abi.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/cpu/cpu_module.h"
 #include "runtime/artifact/types.h"
@@ -8,22 +9,14 @@
 namespace kimi::rt {
 namespace {
 
-/// Must match the table in the shim that kimi-compile links into the model
-/// (lowering/ToCPU/CpuCodegen.cpp, kCommShim).
-struct CommTable {
-  void *ctx;
-  int32_t (*rank)(void *ctx);
-  int32_t (*allReduce)(void *ctx, const void *send, void *recv, int64_t count,
-                       int32_t dtype, int32_t op, int32_t group);
-  int32_t (*allGather)(void *ctx, const void *send, void *recv,
-                       int64_t sendCount, int32_t dtype, int32_t group);
-  int32_t (*reduceScatter)(void *ctx, const void *send, void *recv,
-                           int64_t recvCount, int32_t dtype, int32_t op,
-                           int32_t group);
-  int32_t (*allToAll)(void *ctx, const void *send, void *recv, int64_t count,
-                      int32_t dtype, int32_t group);
-};
-constexpr int32_t kAbiVersion = 2;
+
+static_assert(int(CommDType::kF32) == KIMI_COMM_F32 &&
+                  int(CommDType::kI32) == KIMI_COMM_I32 &&
+                  int(CommDType::kI64) == KIMI_COMM_I64 &&
+                  int(ReduceOp::kSum) == KIMI_COMM_SUM &&
+                  int(ReduceOp::kMax) == KIMI_COMM_MAX,
+              "the comm ABI's element types and reductions are the "
+              "communicator's");
 
 CommShim &shim(void *ctx) { return *static_cast<CommShim *>(ctx); }
 
@@ -106,14 +99,15 @@ StatusOr<std::unique_ptr<CommShim>>
 CommShim::install(CpuModule &module, Communicator &comm,
                   const std::vector<int32_t> &grid,
                   std::function<Status()> beforeEach) {
-  KIMI_ASSIGN_OR_RETURN(void *version, module.symbol("kimi_rt_comm_abi_version"));
-  if (*static_cast<const int32_t *>(version) != kAbiVersion)
+  KIMI_ASSIGN_OR_RETURN(void *version,
+                        module.symbol(KIMI_COMM_ABI_VERSION_SYMBOL));
+  if (*static_cast<const int32_t *>(version) != KIMI_COMM_ABI_VERSION)
     return invalidArtifact(
         "the model's comm shim has ABI version " +
         std::to_string(*static_cast<const int32_t *>(version)) +
-        ", the runtime speaks " + std::to_string(kAbiVersion));
-  KIMI_ASSIGN_OR_RETURN(void *table, module.symbol("kimi_rt_comm"));
-  KIMI_ASSIGN_OR_RETURN(void *status, module.symbol("kimi_rt_comm_status"));
+        ", the runtime speaks " + std::to_string(KIMI_COMM_ABI_VERSION));
+  KIMI_ASSIGN_OR_RETURN(void *table, module.symbol(KIMI_COMM_TABLE_SYMBOL));
+  KIMI_ASSIGN_OR_RETURN(void *status, module.symbol(KIMI_COMM_STATUS_SYMBOL));
   int64_t ranks = 1;
   for (int32_t n : grid)
     ranks *= n;
@@ -166,8 +160,8 @@ CommShim::install(CpuModule &module, Communicator &comm,
   }
   s->status_ = static_cast<int32_t *>(status);
   *s->status_ = 0;
-  auto *t = static_cast<CommTable *>(table);
-  *t = CommTable{s.get(), rankOf, allReduce, allGather, reduceScatter, allToAll};
+  *static_cast<kimi_rt_comm_table *>(table) = kimi_rt_comm_table{
+      s.get(), rankOf, allReduce, allGather, reduceScatter, allToAll};
   return s;
 }
 

@@ -36,7 +36,7 @@ class CpuModule;
 class CommShim {
 public:
   /// Fills the module's `kimi_rt_comm` table; the module must export it with
-  /// ABI version 2 (`kimi_rt_comm_abi_version`). `grid` is the artifact's
+  /// this runtime's KIMI_COMM_ABI_VERSION (runtime/abi/kimi_module_abi.h). `grid` is the artifact's
   /// grid shape (its product is comm.size()); the group communicators are
   /// made here, collectively. `comm` must outlive the shim.
   /// `beforeEach`, when given, runs before every collective: a GPU model

@@ -1,6 +1,7 @@
 //===- cpu_executable.cpp - A CPU artifact ready to run -------------------===//
 
 #include "runtime/cpu/cpu_executable.h"
+#include "runtime/abi/kimi_module_abi.h"
 #include "runtime/artifact/validate.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/cpu/entry_call.h"
@@ -20,8 +21,8 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
     return invalidArgument("CPU executable: null artifact");
   const ArtifactSpec &a = *artifact;
   KIMI_RETURN_IF_ERROR(validateArtifact(a));
-  if (a.target.name != "cpu")
-    return invalidArtifact("artifact target " + quoted(a.target.name) +
+  if (a.target.kind != TargetKind::kCpu)
+    return invalidArtifact("artifact target " + quoted(a.target.name()) +
                            " is not supported by the CPU runtime");
   const int32_t ranks = a.target.numRanks;
   const int32_t commSize = comm ? comm->size() : 1;
@@ -46,7 +47,7 @@ CpuExecutable::create(std::shared_ptr<const ArtifactSpec> artifact,
 
   // A partitioned model without collectives (data parallelism alone) has
   // no comm shim: its ranks never talk.
-  if (ranks > 1 && exe->module_->symbol("kimi_rt_comm_abi_version").isOk()) {
+  if (ranks > 1 && exe->module_->symbol(KIMI_COMM_ABI_VERSION_SYMBOL).isOk()) {
     StatusOr<std::unique_ptr<CommShim>> shim =
         CommShim::install(*exe->module_, *comm, a.target.grid());
     if (!shim.isOk()) {

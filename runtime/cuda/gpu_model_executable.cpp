@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/gpu_model_executable.h"
 #include "runtime/cuda/device_random.h"
+#include "runtime/cuda/gpu_module_table.h"
 #include "runtime/cuda/segment_copy.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/artifact/validate.h"
@@ -173,31 +174,9 @@ DeviceAllocator::~DeviceAllocator() {
 }
 
 //===----------------------------------------------------------------------===//
-// The shim table (layout: lowering/ToGPU/ModelGpuCodegen.cpp, kGpuShim)
+// The shim table (runtime/abi/kimi_module_abi.h)
 //===----------------------------------------------------------------------===//
 
-namespace {
-// 3: the product descriptor's 18th word, flags: 1 the sizes are compile-time
-// constants (time cuBLASLt's candidates), 2 overwrite C (beta = 0).
-constexpr int32_t kGpuShimAbiVersion = 4;
-
-extern "C" {
-struct KimiRtGpuTable {
-  void *ctx;
-  int32_t (*load_module)(void *ctx, const void *image, uint64_t size,
-                         void **module);
-  int32_t (*get_function)(void *ctx, void *module, const char *name,
-                          void **function);
-  int32_t (*launch)(void *ctx, void *function, int64_t gx, int64_t gy,
-                    int64_t gz, int64_t bx, int64_t by, int64_t bz,
-                    int32_t smem, void **params);
-  int32_t (*alloc)(void *ctx, uint64_t bytes, void **ptr);
-  int32_t (*release)(void *ctx, void *ptr);
-  int32_t (*gemm)(void *ctx, const int64_t *desc); // 18 words
-  int32_t (*read_i32)(void *ctx, const void *address, int32_t *value);
-};
-}
-} // namespace
 
 /// Device time per kernel (GpuModelExecutable::setProfiling).
 struct KernelProfile {
@@ -391,21 +370,27 @@ struct GpuModelExecutable::Shim {
                                 "cuBLASLt, which could not be loaded: " +
                                 s.blasError));
     GemmF32 g;
-    g.a = cuda::CUdeviceptr(d[0]), g.b = cuda::CUdeviceptr(d[1]);
-    g.c = cuda::CUdeviceptr(d[2]);
-    g.m = d[3], g.n = d[4], g.k = d[5], g.batch = d[6];
-    g.aM = d[7], g.aK = d[8], g.aBatch = d[9];
-    g.bK = d[10], g.bN = d[11], g.bBatch = d[12];
-    g.cM = d[13], g.cN = d[14], g.cBatch = d[15];
-    g.precision = static_cast<int32_t>(d[16]);
+    g.a = cuda::CUdeviceptr(d[KIMI_GEMM_A]);
+    g.b = cuda::CUdeviceptr(d[KIMI_GEMM_B]);
+    g.c = cuda::CUdeviceptr(d[KIMI_GEMM_C]);
+    g.m = d[KIMI_GEMM_M], g.n = d[KIMI_GEMM_N], g.k = d[KIMI_GEMM_K];
+    g.batch = d[KIMI_GEMM_BATCH];
+    g.aM = d[KIMI_GEMM_A_STRIDE_M], g.aK = d[KIMI_GEMM_A_STRIDE_K];
+    g.aBatch = d[KIMI_GEMM_A_STRIDE_BATCH];
+    g.bK = d[KIMI_GEMM_B_STRIDE_K], g.bN = d[KIMI_GEMM_B_STRIDE_N];
+    g.bBatch = d[KIMI_GEMM_B_STRIDE_BATCH];
+    g.cM = d[KIMI_GEMM_C_STRIDE_M], g.cN = d[KIMI_GEMM_C_STRIDE_N];
+    g.cBatch = d[KIMI_GEMM_C_STRIDE_BATCH];
+    g.precision = static_cast<int32_t>(d[KIMI_GEMM_PRECISION]);
+    const int64_t flags = d[KIMI_GEMM_FLAGS];
     // Static sizes: time the candidates (never while capturing a graph: the
     // direct call before the capture has chosen them).
-    g.tune = (d[17] & 1) != 0 && !s.capturing;
-    g.overwrite = (d[17] & 2) != 0; // C = A B (the zero fill was dropped)
-    g.cBf16 = (d[17] & 4) != 0;     // C is bf16 (the rounding was folded in)
-    if (d[17] & ~int64_t(7))
+    g.tune = (flags & KIMI_GEMM_FLAG_STATIC_SIZES) != 0 && !s.capturing;
+    g.overwrite = (flags & KIMI_GEMM_FLAG_OVERWRITE) != 0;
+    g.cBf16 = (flags & KIMI_GEMM_FLAG_C_BF16) != 0;
+    if (flags & ~int64_t(KIMI_GEMM_FLAGS_KNOWN))
       return s.fail(invalidArgument("kimi_gpu_gemm_f32: unknown flags " +
-                                    std::to_string(d[17])));
+                                    std::to_string(flags)));
     // Profiling: the plan first (and its timing, for compile-time shapes),
     // so that the events time the product alone. Otherwise gemm() builds it
     // on first use, and the hot path looks the plan up once.
@@ -486,8 +471,8 @@ GpuModelExecutable::createImpl(std::shared_ptr<const ArtifactSpec> artifact,
     return invalidArgument("GPU executable: null artifact");
   const ArtifactSpec &a = *artifact;
   KIMI_RETURN_IF_ERROR(validateArtifact(a));
-  if (a.target.name != "sm_90a" || a.isKernelLibrary())
-    return invalidArtifact("artifact target " + quoted(a.target.name) +
+  if (a.target.kind != TargetKind::kSm90a || a.isKernelLibrary())
+    return invalidArtifact("artifact target " + quoted(a.target.name()) +
                            " is not a GPU model");
   const int32_t commSize = comm ? comm->size() : 1;
   if (a.target.numRanks != commSize)
@@ -556,29 +541,20 @@ GpuModelExecutable::createImpl(std::shared_ptr<const ArtifactSpec> artifact,
                                                           ? "kernel 0"
                                                           : kernel.name));
   CpuModule &m = *exe->module_;
-  KIMI_ASSIGN_OR_RETURN(void *version, m.symbol("kimi_rt_gpu_abi_version"));
-  if (*static_cast<const int32_t *>(version) != kGpuShimAbiVersion)
-    return moduleError("GPU model: shim ABI version " +
-                       std::to_string(*static_cast<const int32_t *>(version)) +
-                       ", this runtime speaks " +
-                       std::to_string(kGpuShimAbiVersion) +
-                       " (recompile the model)");
-  KIMI_ASSIGN_OR_RETURN(void *table, m.symbol("kimi_rt_gpu"));
-  KIMI_ASSIGN_OR_RETURN(void *status, m.symbol("kimi_rt_gpu_status"));
-  exe->status_ = static_cast<int32_t *>(status);
-  auto *t = static_cast<KimiRtGpuTable *>(table);
-  t->ctx = exe->shim_.get();
-  t->load_module = &Shim::loadModule;
-  t->get_function = &Shim::getFunction;
-  t->launch = &Shim::launch;
-  t->alloc = &Shim::alloc;
-  t->release = &Shim::release;
-  t->gemm = &Shim::gemm;
-  t->read_i32 = &Shim::readI32;
+  kimi_rt_gpu_table callbacks{};
+  callbacks.ctx = exe->shim_.get();
+  callbacks.load_module = &Shim::loadModule;
+  callbacks.get_function = &Shim::getFunction;
+  callbacks.launch = &Shim::launch;
+  callbacks.alloc = &Shim::alloc;
+  callbacks.release = &Shim::release;
+  callbacks.gemm = &Shim::gemm;
+  callbacks.read_i32 = &Shim::readI32;
+  KIMI_ASSIGN_OR_RETURN(exe->status_, installGpuModuleTable(m, callbacks));
 
   // Collectives: after the kernels before them (one stream), on the
   // communicator's own stream.
-  if (a.target.numRanks > 1 && m.symbol("kimi_rt_comm_abi_version").isOk()) {
+  if (a.target.numRanks > 1 && m.symbol(KIMI_COMM_ABI_VERSION_SYMBOL).isOk()) {
     CudaStream *stream = exe->stream_.get();
     StatusOr<std::unique_ptr<CommShim>> shim = CommShim::install(
         m, *comm, a.target.grid(), [stream] { return stream->synchronize(); });
@@ -1372,6 +1348,10 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   // place by address, the rest by shape.
   std::string key = entry.name + (profile.on ? "|profiled" : "");
   std::string signature = key;
+  // The key less the addresses of states taken in place: a direct call
+  // leaves its new states in new blocks, so those addresses change at every
+  // step until a graph keeps them in place.
+  std::string repeat = key;
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   std::vector<cuda::CUdeviceptr> byReference(inputs.size(), 0);
   std::vector<std::shared_ptr<DeviceBlock>> referenced(inputs.size());
@@ -1385,6 +1365,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     if (entry.inputs[i].role != TensorRole::kCache) {
       key += "|" + shapeToString(shapes[i]);
       signature += "|" + shapeToString(shapes[i]);
+      repeat += "|" + shapeToString(shapes[i]);
       // A donated state that nothing else views (the tensor alone holds its
       // block) is read where it is, and the graph ends by copying the new
       // state over it: a replay then copies no state in or out.
@@ -1425,6 +1406,7 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
     byReference[i] = dt.data();
     referenced[i] = dt.block();
     key += "|" + std::to_string(dt.data()) + "x" + std::to_string(padded);
+    repeat += "|" + std::to_string(dt.data()) + "x" + std::to_string(padded);
     signature += "|cache";
   }
 
@@ -1435,13 +1417,14 @@ StatusOr<bool> GpuModelExecutable::runAsGraph(
   if (found != captured_.end()) {
     captured_.splice(captured_.begin(), captured_, found);
   } else {
-    // A key is captured when it comes a second time in a row: a graph is
-    // worth its capture only if it is replayed. A chunked prefill's steps
+    // A key is captured when it comes a second time in a row (the same
+    // shapes and caches; states may have moved): a graph is worth its
+    // capture only if it is replayed. A chunked prefill's steps
     // (each a new padded length) and a bucket's first decode step run
     // directly; capturing them cost k3-mini's 8K prefill 6 ms (stop 50).
     std::string &last = lastKey_[entry.name];
-    if (last != key) {
-      last = key;
+    if (last != repeat) {
+      last = repeat;
       return false;
     }
     // A graph of the same signature whose caches and states are gone or are

@@ -123,18 +123,19 @@ createExecutable(std::shared_ptr<const ArtifactSpec> artifact,
                  int device) {
   if (!artifact)
     return invalidArgument("executable: null artifact");
-  if (artifact->target.name == "cpu") {
+  if (artifact->target.kind == TargetKind::kCpu) {
     KIMI_ASSIGN_OR_RETURN(std::shared_ptr<CpuExecutable> exe,
                           CpuExecutable::create(artifact, weights, comm));
     return std::shared_ptr<Executable>(std::move(exe));
   }
-  if (artifact->target.name == "sm_90a" && !artifact->isKernelLibrary()) {
+  if (artifact->target.kind == TargetKind::kSm90a &&
+      !artifact->isKernelLibrary()) {
     KIMI_ASSIGN_OR_RETURN(std::shared_ptr<GpuModelExecutable> exe,
                           GpuModelExecutable::create(artifact, weights, device,
                                                      comm));
     return std::shared_ptr<Executable>(std::move(exe));
   }
-  return invalidArtifact("artifact target " + quoted(artifact->target.name) +
+  return invalidArtifact("artifact target " + quoted(artifact->target.name()) +
                          (artifact->isKernelLibrary()
                               ? " holds a GPU kernel library, not a model"
                               : " is not supported by this runtime"));

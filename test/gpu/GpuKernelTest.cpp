@@ -163,7 +163,7 @@ TEST_P(KdaGpu, ArtifactIsAValidKernelLibrary) {
   auto spec = ArtifactReader::readFile(artifactPath(c.entry));
   ASSERT_TRUE(spec.isOk()) << spec.status().message();
   EXPECT_TRUE(spec->isKernelLibrary());
-  EXPECT_EQ(spec->target.name, "sm_90a");
+  EXPECT_EQ(spec->target.kind, TargetKind::kSm90a);
   const EntrySpec *e = spec->findEntry(c.entry);
   ASSERT_NE(e, nullptr);
   ASSERT_TRUE(e->isGpuEntry());

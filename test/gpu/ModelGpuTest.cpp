@@ -488,6 +488,13 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   // -mla cases gave 4.7e-5 and 6.7e-5 on the H200 with timing, exactly 0
   // without). This test is about graphs, not algorithm choice.
   ScopedEnv noTiming("KIMI_GEMM_TUNING_MS", "0");
+  // Replays read the caches padded to a bucket: an attention product over
+  // the longer (masked) extent may take another cuBLASLt algorithm, about
+  // 1e-6 apart in f32. A case that rounds inside (the unrounded-CPU cases:
+  // bf16 product inputs in bw/mxbw) may turn that into a flipped bf16
+  // rounding now and then: k3_tiny_bw and mxbw gave 2.3e-5 and 3.0e-5 on
+  // H100s (the bf16 cases exactly 0, their products in generated kernels).
+  const double graphBound = c.unroundedCpu ? 1e-4 : 1e-5;
   auto direct = load(spec), graphed = load(spec);
   ASSERT_TRUE(direct.isOk()) << direct.status().message();
   ASSERT_TRUE(graphed.isOk()) << graphed.status().message();
@@ -528,7 +535,7 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   // replays update them in place instead of copying them through the host.
   EXPECT_GE(t.statesInPlace, 30);
   EXPECT_EQ(direct.value()->callTimes().graphReplays, 0);
-  EXPECT_LT(worst, 1e-5);
+  EXPECT_LT(worst, graphBound);
 
   // The same replays with the states copied back by one memcpy node each
   // (KIMI_GPU_STATE_COPY_KERNEL=0) instead of one launch of the copy kernel
@@ -552,7 +559,7 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
     EXPECT_TRUE(memcpyCopied.value()->graphFailure().empty())
         << memcpyCopied.value()->graphFailure();
     EXPECT_GE(tk.statesInPlace, 30);
-    EXPECT_LT(worstMemcpy, 1e-5);
+    EXPECT_LT(worstMemcpy, graphBound);
   }
 
   // A snapshot taken between replays stays valid: its branch continued
@@ -582,7 +589,7 @@ TEST_P(ModelGpu, DecodeGraphsMatchDirectCalls) {
   EXPECT_TRUE(graphed.value()->graphFailure().empty())
       << graphed.value()->graphFailure();
   EXPECT_GE(updates, 5);
-  EXPECT_LT(worstSecond, 1e-5);
+  EXPECT_LT(worstSecond, graphBound);
 }
 
 TEST_P(ModelGpu, DeviceCacheAppendsMatchTheHost) {
@@ -702,7 +709,8 @@ TEST_P(BatchedModelGpu, DecodeGraphsMatchDirectCalls) {
               graphed.value()->graphFailure().c_str());
   EXPECT_TRUE(graphed.value()->graphFailure().empty())
       << graphed.value()->graphFailure();
-  // Each bucket: a direct step, a capture, then replays.
+  // Each bucket: two direct steps (the second repeats the first's key), a
+  // capture, then replays.
   EXPECT_GE(t.graphCaptures, 4);
   EXPECT_GE(t.graphReplays, 15);
   EXPECT_EQ(direct.value()->callTimes().graphReplays, 0);

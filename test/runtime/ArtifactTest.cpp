@@ -25,7 +25,7 @@ namespace {
 ArtifactSpec sampleSpec() {
   ArtifactWriter w;
   w.model() = {"kimi_k3", 1000, 64, 2, "KM", 4096, R"({"model_type": "kimi_k3"})"};
-  w.target() = {"cpu", 1};
+  w.target() = {TargetKind::kCpu, 1};
   std::vector<uint8_t> elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
   elf.resize(300, 0xab);
   uint32_t so = w.addKernel(KernelKind::kCpuSharedObject, "model.so", elf);
@@ -51,8 +51,6 @@ ArtifactSpec sampleSpec() {
                {8, 32, 64},
                DType::kF32,
                "kimi_w_2"});
-  w.addProgram({0, {{StepKind::kRunKernel, "prefill"}, {StepKind::kRunKernel, "decode"}}});
-  w.setMemoryPlanFromEntries();
   return w.spec();
 }
 
@@ -89,7 +87,6 @@ TEST(Artifact, BatchedEntriesValidate) {
       for (TensorSpec &t : *specs)
         t.shape[0] = 4;
   ArtifactWriter w(std::move(in));
-  w.setMemoryPlanFromEntries();
   auto bytes = w.finish();
   ASSERT_TRUE(bytes.isOk()) << bytes.status().message();
   auto read = ArtifactReader::readBytes(bytes->data(), bytes->size());
@@ -103,10 +100,6 @@ TEST(Artifact, GridAndDataParallelRoundTrip) {
   in.target.numRanks = 8;
   in.target.gridShape = {2, 4};
   in.target.dataParallel = 2;
-  in.programs.clear();
-  for (int32_t r = 0; r < 8; ++r)
-    in.programs.push_back({r, {{StepKind::kRunKernel, "prefill"},
-                               {StepKind::kRunKernel, "decode"}}});
   std::vector<uint8_t> bytes = serializeArtifact(in);
   auto read = ArtifactReader::readBytes(bytes.data(), bytes.size());
   ASSERT_TRUE(read.isOk()) << read.status().message();
@@ -138,7 +131,7 @@ TEST(Artifact, RoundTrip) {
   auto read = ArtifactReader::readBytes(bytes.data(), bytes.size());
   ASSERT_TRUE(read.isOk()) << read.status().message();
   const ArtifactSpec &out = read.value();
-  EXPECT_EQ(out.formatVersion, 1u);
+  EXPECT_EQ(out.formatVersion, 2u);
   EXPECT_EQ(out.model.modelType, "kimi_k3");
   EXPECT_EQ(out.model.vocabSize, 1000);
   EXPECT_EQ(out.model.hiddenSize, 64);
@@ -146,7 +139,8 @@ TEST(Artifact, RoundTrip) {
   EXPECT_EQ(out.model.layerKinds, "KM");
   EXPECT_EQ(out.model.maxPositions, 4096);
   EXPECT_EQ(out.model.configJson, in.model.configJson);
-  EXPECT_EQ(out.target.name, "cpu");
+  EXPECT_EQ(out.target.kind, TargetKind::kCpu);
+  EXPECT_EQ(out.target.name(), "cpu");
   EXPECT_EQ(out.target.numRanks, 1);
   ASSERT_EQ(out.kernels.size(), 1u);
   EXPECT_EQ(out.kernels[0].name, "model.so");
@@ -169,12 +163,9 @@ TEST(Artifact, RoundTrip) {
     EXPECT_EQ(out.weights[i].dtype, DType::kF32);
     EXPECT_EQ(out.weights[i].symbol, in.weights[i].symbol);
   }
-  ASSERT_EQ(out.programs.size(), 1u);
-  ASSERT_EQ(out.programs[0].steps.size(), 2u);
-  EXPECT_EQ(out.programs[0].steps[1].kind, StepKind::kRunKernel);
-  EXPECT_EQ(out.programs[0].steps[1].entry, "decode");
-  EXPECT_EQ(out.memoryPlan.stateBytes, (2 * 16 * 16 + 64 * 3) * 4);
-  EXPECT_EQ(out.memoryPlan.cacheBytesPerToken, 40 * 4);
+  const SessionMemory session = sessionMemory(out);
+  EXPECT_EQ(session.stateBytes, (2 * 16 * 16 + 64 * 3) * 4);
+  EXPECT_EQ(session.cacheBytesPerToken, 40 * 4);
 }
 
 TEST(Artifact, GridDependencyWaitsRoundTrip) {
@@ -229,8 +220,8 @@ struct SemanticCase {
 
 TEST(Artifact, SemanticChecksNameWhatAndWhere) {
   std::vector<SemanticCase> cases = {
-      {"version", [](ArtifactSpec &a) { a.formatVersion = 2; },
-       "unsupported format_version 2 (this runtime reads version 1)"},
+      {"version", [](ArtifactSpec &a) { a.formatVersion = 1; },
+       "unsupported format_version 1 (this runtime reads version 2)"},
       {"no kernels", [](ArtifactSpec &a) { a.kernels.clear(); }, "artifact has no kernels"},
       {"empty image", [](ArtifactSpec &a) { a.kernels[0].image.clear(); },
        "kernel 0 'model.so': empty image"},
@@ -280,10 +271,6 @@ TEST(Artifact, SemanticChecksNameWhatAndWhere) {
          a.entries[0].outputs.push_back({"more", TensorRole::kLogits, DType::kF32, {1, -1, 1000}});
        },
        "entry 0 'prefill': needs exactly one logits output, has 2"},
-      {"memory plan", [](ArtifactSpec &a) { a.memoryPlan.stateBytes += 4; },
-       "memory_plan: state_bytes is 2820 but the states of 'prefill' add up to 2816"},
-      {"cache plan", [](ArtifactSpec &a) { a.memoryPlan.cacheBytesPerToken = 0; },
-       "memory_plan: cache_bytes_per_token is 0 but the caches of 'prefill' add up to 160"},
       {"weight empty shape", [](ArtifactSpec &a) { a.weights[1].shape.clear(); },
        "weight 1 'model.norm.weight': empty shape"},
       {"weight negative dim", [](ArtifactSpec &a) { a.weights[0].shape[1] = -64; },
@@ -300,12 +287,10 @@ TEST(Artifact, SemanticChecksNameWhatAndWhere) {
        "is too large"},
       {"expert rank", [](ArtifactSpec &a) { a.weights[2].shape = {8}; },
        "a stack of experts ({e}) needs rank >= 2"},
-      {"program count", [](ArtifactSpec &a) { a.programs.clear(); },
-       "programs: 0 programs for 1 ranks"},
-      {"program entry", [](ArtifactSpec &a) { a.programs[0].steps[0].entry = "prefil"; },
-       "program 0: step 0: run_kernel names unknown entry 'prefil'"},
-      {"step kind", [](ArtifactSpec &a) { a.programs[0].steps[0].kind = static_cast<StepKind>(11); },
-       "program 0: step 0: invalid step kind 11"},
+      {"no target kind", [](ArtifactSpec &a) { a.target.kind = TargetKind::kInvalid; },
+       "target: invalid kind 0"},
+      {"unknown target kind", [](ArtifactSpec &a) { a.target.kind = static_cast<TargetKind>(9); },
+       "target: invalid kind 9"},
       {"ranks", [](ArtifactSpec &a) { a.target.numRanks = 0; },
        "target: num_ranks 0 must be >= 1"},
       {"grid product", [](ArtifactSpec &a) { a.target.gridShape = {2, 2}; },
@@ -420,7 +405,7 @@ namespace {
 
 ArtifactSpec kernelLibrarySpec() {
   ArtifactSpec a;
-  a.target.name = "sm_90a";
+  a.target.kind = TargetKind::kSm90a;
   std::string ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n";
   a.kernels.push_back({"kda_prefill", KernelKind::kPtx,
                        std::vector<uint8_t>(ptx.begin(), ptx.end())});
@@ -498,7 +483,7 @@ TEST(KernelLibrary, BufferBytesAreStoredBytes) {
 
 TEST(KernelLibrary, SemanticChecksNameWhatAndWhere) {
   std::vector<SemanticCase> cases = {
-      {"cpu target", [](ArtifactSpec &a) { a.target.name = "cpu"; },
+      {"cpu target", [](ArtifactSpec &a) { a.target.kind = TargetKind::kCpu; },
        "target: a kernel library needs a GPU target, got 'cpu'"},
       {"shared object", [](ArtifactSpec &a) { a.kernels[1].kind = KernelKind::kCpuSharedObject; },
        "kernel 1 'kda_prefill': kind cpu_shared_object in a GPU kernel library"},

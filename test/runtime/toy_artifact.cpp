@@ -58,7 +58,7 @@ const Weights &weights() {
 ArtifactSpec artifact(const std::string &decodeSymbol) {
   ArtifactWriter w;
   w.model() = {"toy", V, D, 2, "KM", 64, "{\"model_type\": \"toy\"}"};
-  w.target() = {"cpu", 1};
+  w.target() = {TargetKind::kCpu, 1};
   uint32_t so = w.addKernel(KernelKind::kCpuSharedObject, "toy_model.so",
                             sharedObject());
   const TensorSpec tokens{"tokens", TensorRole::kTokens, DType::kI32, {1, -1}};
@@ -81,9 +81,6 @@ ArtifactSpec artifact(const std::string &decodeSymbol) {
                {E, D},
                DType::kF32,
                "kimi_w_3"});
-  w.addProgram({0,
-                {{StepKind::kRunKernel, "prefill"}, {StepKind::kRunKernel, "decode"}}});
-  w.setMemoryPlanFromEntries();
   return w.spec();
 }
 

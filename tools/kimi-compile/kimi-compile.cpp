@@ -1,6 +1,8 @@
 //===- kimi-compile.cpp - compile a model config --------------------------===//
 //
 //   kimi-compile config.json --emit=kimi [-o model.mlir]   whole model as kimi IR
+//   kimi-compile config.json --emit=linalg|memref          after that stage
+//                                      (docs/lowering/pipelines.md)
 //   kimi-compile config.json --report [--context N]        cost report (JSON)
 //   kimi-compile config.json --report --grid 64 [--tp-group 8 ...]
 //                                      + the supernode plan (docs/plan-report.md)
@@ -13,6 +15,7 @@
 #include "models/import/ModelReport.h"
 #include "models/import/PlanReport.h"
 #include "lowering/Passes.h"
+#include "lowering/Pipelines.h"
 #include "passes/Passes.h"
 #include "passes/ShardingModels.h"
 #include "mlir/Pass/PassManager.h"
@@ -40,7 +43,17 @@ namespace cl = llvm::cl;
 using namespace kimi;
 
 namespace {
-enum class Emit { Artifact, Kimi, SharedObject, LLVMIR, Gpu, Ptx, Kernels };
+enum class Emit {
+  Artifact,
+  Kimi,
+  Linalg,
+  MemRef,
+  SharedObject,
+  LLVMIR,
+  Gpu,
+  Ptx,
+  Kernels
+};
 enum class Target { Cpu, Sm90a };
 
 cl::OptionCategory category("kimi-compile options");
@@ -66,6 +79,15 @@ cl::opt<Emit> emit("emit", cl::desc("What to produce"),
                               clEnumValN(Emit::Kimi, "kimi",
                                          "the whole model in the kimi dialect "
                                          "(@prefill and @decode)"),
+                              clEnumValN(Emit::Linalg, "linalg",
+                                         "the model after the front pipeline "
+                                         "(and on sm_90a its kernel passes) "
+                                         "and kimi-to-linalg-pipeline: linalg "
+                                         "on tensors"),
+                              clEnumValN(Emit::MemRef, "memref",
+                                         "the same after "
+                                         "kimi-to-memref-pipeline: bufferized "
+                                         "memrefs"),
                               clEnumValN(Emit::SharedObject, "so",
                                          "the CPU shared object alone"),
                               clEnumValN(Emit::LLVMIR, "llvm",
@@ -373,6 +395,21 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// --emit=linalg|memref: the model lowered through that stage, printed.
+static int emitLoweringStage(mlir::ModuleOp module, const std::string &front,
+                             const KimiToMemRefOptions &options,
+                             llvm::ToolOutputFile &output,
+                             FrontPassAdder addFrontPasses) {
+  if (llvm::Error e = lowerToBufferizedMemRefs(
+          module, front, options, addFrontPasses,
+          emit == Emit::Linalg ? LoweringStage::Linalg : LoweringStage::MemRef))
+    return fail(llvm::toString(std::move(e)));
+  module.print(output.os());
+  output.os() << "\n";
+  output.keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&category, &planCategory, &gpuLibraryCategory});
@@ -590,7 +627,7 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(described.takeError()));
       spec = std::move(*described);
       if (gpu)
-        spec.target.name = "sm_90a";
+        spec.target.kind = rt::TargetKind::kSm90a;
     }
     if (gpu) {
       if (emit == Emit::SharedObject && outputPath == "-")
@@ -635,6 +672,14 @@ int main(int argc, char **argv) {
       if (gpuReductionUnroll < 1)
         return fail("--gpu-reduction-unroll must be >= 1");
       codegen.reductionUnroll = gpuReductionUnroll;
+      if (emit == Emit::Linalg || emit == Emit::MemRef) {
+        KimiToMemRefOptions memref;
+        kimi::gpu::setGpuMemRefOptions(codegen, memref);
+        return emitLoweringStage(**module, front, memref, *output,
+                                 [&](mlir::OpPassManager &pm) {
+                                   kimi::gpu::addGpuKernelPasses(pm, codegen);
+                                 });
+      }
       std::string gpuIR, llvmIR;
       bool waitsGridDependencies = false;
       codegen.waitsGridDependencies = &waitsGridDependencies;
@@ -681,6 +726,11 @@ int main(int argc, char **argv) {
       if (sortedExpertsMinTokens < 0)
         return fail("--sorted-experts-min-tokens must be >= 0");
       codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
+    }
+    if (emit == Emit::Linalg || emit == Emit::MemRef) {
+      KimiToMemRefOptions memref;
+      memref.sortedExpertsMinTokens = codegen.sortedExpertsMinTokens;
+      return emitLoweringStage(**module, front, memref, *output, {});
     }
     std::string llvmIR;
     if (emit == Emit::LLVMIR)

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/artifact/reader.h"
+#include "runtime/artifact/validate.h"
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -149,7 +150,7 @@ int main(int argc, char **argv) {
     const std::vector<int64_t> grid(axes.begin(), axes.end());
     std::printf("  \"target\": {\"name\": %s, \"ranks\": %d, \"grid\": %s, "
                 "\"data_parallel\": %d},\n",
-                quoted(a.target.name).c_str(), a.target.numRanks,
+                quoted(a.target.name()).c_str(), a.target.numRanks,
                 shapeJson(grid).c_str(), a.target.dataParallel);
     std::printf("  \"kernels\": [");
     for (size_t i = 0; i < a.kernels.size(); ++i)
@@ -169,10 +170,11 @@ int main(int argc, char **argv) {
                   e.launches.size(), e.buffers.size());
     }
     std::printf("\n  ],\n");
-    std::printf("  \"memory_plan\": {\"state_bytes\": %lld, "
+    const SessionMemory session = sessionMemory(a);
+    std::printf("  \"session_memory\": {\"state_bytes\": %lld, "
                 "\"cache_bytes_per_token\": %lld},\n",
-                static_cast<long long>(a.memoryPlan.stateBytes),
-                static_cast<long long>(a.memoryPlan.cacheBytesPerToken));
+                static_cast<long long>(session.stateBytes),
+                static_cast<long long>(session.cacheBytesPerToken));
   }
   printWeights(a);
   std::printf("}\n");

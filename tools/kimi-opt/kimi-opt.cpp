@@ -9,6 +9,8 @@
 
 #include "dialects/Kimi/KimiDialect.h"
 #include "lowering/Passes.h"
+#include "lowering/Pipelines.h"
+#include "lowering/ToCPU/CpuCodegen.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -49,6 +51,10 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
   kimi::registerKimiLoweringPasses();
+  // The model pipelines (lowering/Pipelines.h) and what they need to run:
+  // the bufferization and deallocation models of the upstream ops.
+  kimi::registerKimiPipelines();
+  kimi::registerCpuCodegenDialects(registry);
   // The upstream steps around kimi's GPU model passes, for their lit tests.
   mlir::registerConvertLinalgToParallelLoopsPass();
   mlir::registerConvertParallelLoopToGpuPass();

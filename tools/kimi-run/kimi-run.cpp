@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
   auto spec = std::make_shared<const ArtifactSpec>(std::move(artifact.value()));
   const int64_t vocab = spec->model.vocabSize;
 
-  const bool gpuModel = spec->target.name == "sm_90a";
+  const bool gpuModel = spec->target.kind == TargetKind::kSm90a;
   if (!gpuModel && (rankArg >= 0 || !store.empty() || deviceArg >= 0))
     return fail("--rank, --store and --device apply to GPU models; CPU ranks "
                 "run under mpirun");
@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
   std::printf("model: %s, %d layers (%s), vocab %lld, target %s\n",
               spec->model.modelType.c_str(), spec->model.numLayers,
               spec->model.layerKinds.c_str(), (long long)vocab,
-              spec->target.name.c_str());
+              spec->target.name().c_str());
   if (comm)
     std::printf("ranks: %d (%s)\n", comm->size(), comm->backendName());
   std::printf("weights: %.1f MiB loaded in %.3f s\n",

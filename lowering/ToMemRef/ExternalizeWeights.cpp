@@ -2,7 +2,6 @@
 
 #include "dialects/Kimi/KimiOps.h"
 #include "lowering/Passes.h"
-#include "lowering/ToCPU/CpuCodegen.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace kimi {
