@@ -161,14 +161,19 @@ int32_t argmax(const float *row, int64_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
 
-} // namespace
 
-int main(int argc, char **argv) {
-  std::string model, saveWeights, dumpLogits, promptIds;
+/// The command line.
+struct RunOptions {
+  std::string model, saveWeights, dumpLogits, promptIds, store;
   std::vector<std::string> weightArgs;
   long long randomSeed = -1, promptRandom = 0, maxNew = 16, seed = 1;
-  long long rankArg = -1, deviceArg = -1;
-  std::string store;
+  long long rank = -1, device = -1;
+  bool help = false;
+};
+
+/// Parses argv; an error names the option at fault.
+StatusOr<RunOptions> parseArgs(int argc, char **argv) {
+  RunOptions o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &out) {
@@ -183,282 +188,224 @@ int main(int argc, char **argv) {
     };
     std::string v;
     if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
+      o.help = true;
+      return o;
     } else if (a == "--weights") {
       if (!value(v))
-        return fail("--weights needs a path");
-      weightArgs.push_back(v);
+        return invalidArgument("--weights needs a path");
+      o.weightArgs.push_back(v);
     } else if (a == "--random-weights") {
-      if (!number(randomSeed) || randomSeed < 0)
-        return fail("--random-weights needs a non-negative integer seed");
+      if (!number(o.randomSeed) || o.randomSeed < 0)
+        return invalidArgument("--random-weights needs a non-negative integer seed");
     } else if (a == "--save-weights") {
-      if (!value(saveWeights))
-        return fail("--save-weights needs a file");
+      if (!value(o.saveWeights))
+        return invalidArgument("--save-weights needs a file");
     } else if (a == "--prompt-ids") {
-      if (!value(promptIds))
-        return fail("--prompt-ids needs a list like 1,2,3");
+      if (!value(o.promptIds))
+        return invalidArgument("--prompt-ids needs a list like 1,2,3");
     } else if (a == "--prompt-random") {
-      if (!number(promptRandom) || promptRandom < 1)
-        return fail("--prompt-random needs a positive count");
+      if (!number(o.promptRandom) || o.promptRandom < 1)
+        return invalidArgument("--prompt-random needs a positive count");
     } else if (a == "--max-new-tokens") {
-      if (!number(maxNew) || maxNew < 0)
-        return fail("--max-new-tokens needs a non-negative count");
+      if (!number(o.maxNew) || o.maxNew < 0)
+        return invalidArgument("--max-new-tokens needs a non-negative count");
     } else if (a == "--seed") {
-      if (!number(seed))
-        return fail("--seed needs an integer");
+      if (!number(o.seed))
+        return invalidArgument("--seed needs an integer");
     } else if (a == "--rank") {
-      if (!number(rankArg) || rankArg < 0)
-        return fail("--rank needs a non-negative integer");
+      if (!number(o.rank) || o.rank < 0)
+        return invalidArgument("--rank needs a non-negative integer");
     } else if (a == "--store") {
-      if (!value(store))
-        return fail("--store needs a file");
+      if (!value(o.store))
+        return invalidArgument("--store needs a file");
     } else if (a == "--device") {
-      if (!number(deviceArg) || deviceArg < 0)
-        return fail("--device needs a CUDA device ordinal");
+      if (!number(o.device) || o.device < 0)
+        return invalidArgument("--device needs a CUDA device ordinal");
     } else if (a == "--dump-logits") {
-      if (!value(dumpLogits))
-        return fail("--dump-logits needs a file");
+      if (!value(o.dumpLogits))
+        return invalidArgument("--dump-logits needs a file");
     } else if (!a.empty() && a[0] == '-') {
-      return fail("unknown option '" + a + "' (see --help)");
-    } else if (model.empty()) {
-      model = a;
+      return invalidArgument("unknown option '" + a + "' (see --help)");
+    } else if (o.model.empty()) {
+      o.model = a;
     } else {
-      return fail("more than one model given: '" + model + "' and '" + a + "'");
+      return invalidArgument("more than one model given: '" + o.model +
+                             "' and '" + a + "'");
     }
   }
-  if (model.empty())
-    return fail("no model given (see --help)");
-  if (weightArgs.empty() == (randomSeed < 0))
-    return fail("give exactly one of --weights and --random-weights");
-  if (promptIds.empty() == (promptRandom == 0))
-    return fail("give exactly one of --prompt-ids and --prompt-random");
+  if (o.model.empty())
+    return invalidArgument("no model given (see --help)");
+  if (o.weightArgs.empty() == (o.randomSeed < 0))
+    return invalidArgument("give exactly one of --weights and --random-weights");
+  if (o.promptIds.empty() == (o.promptRandom == 0))
+    return invalidArgument("give exactly one of --prompt-ids and --prompt-random");
+  return o;
+}
 
-  StatusOr<ArtifactSpec> artifact = ArtifactReader::readFile(model);
-  if (!artifact.isOk())
-    return fail(artifact.status().message());
-  auto spec = std::make_shared<const ArtifactSpec>(std::move(artifact.value()));
-  const int64_t vocab = spec->model.vocabSize;
+/// "1,2,3" as token ids.
+StatusOr<std::vector<int32_t>> parsePromptIds(const std::string &text) {
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(
+        at, comma == std::string::npos ? std::string::npos : comma - at);
+    long long id;
+    if (!parseInt(item, id) || id < INT32_MIN || id > INT32_MAX)
+      return invalidArgument("--prompt-ids: '" + item + "' is not a token id");
+    ids.push_back(static_cast<int32_t>(id));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return ids;
+}
 
-  const bool gpuModel = spec->target.kind == TargetKind::kSm90a;
-  if (!gpuModel && (rankArg >= 0 || !store.empty() || deviceArg >= 0))
-    return fail("--rank, --store and --device apply to GPU models; CPU ranks "
-                "run under mpirun");
-  if ((rankArg >= 0) != !store.empty())
-    return fail("--rank and --store go together (see --help)");
-  if (rankArg >= 0 && spec->target.numRanks == 1)
-    return fail("--rank: the artifact is not partitioned (1 rank)");
-  const int device = deviceArg >= 0 ? int(deviceArg)
-                     : rankArg >= 0 ? int(rankArg)
-                                    : 0;
-
-  // Partitioned: one process per rank, through NCCL (GPU models) or MPI.
+/// This process's place among the ranks of a partitioned artifact: its
+/// communicator (NCCL for GPU models, MPI for CPU ranks) and, for NCCL, the
+/// device it runs on (which must outlive the communicator). Empty for an
+/// artifact of one rank.
+struct RankConnection {
+  std::unique_ptr<CudaDevice> device;
   std::unique_ptr<Communicator> comm;
-  std::unique_ptr<CudaDevice> commDevice; // NCCL's device, outlives comm
-  if (gpuModel && spec->target.numRanks > 1) {
-    if (rankArg < 0)
-      return fail("the GPU artifact is partitioned over " +
-                  std::to_string(spec->target.numRanks) +
-                  " ranks: start one process per rank with --rank R --store "
-                  "FILE (see --help)");
-    if (rankArg >= spec->target.numRanks)
-      return fail("--rank " + std::to_string(rankArg) + ": the artifact has " +
-                  std::to_string(spec->target.numRanks) + " ranks");
-    StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::open(device);
-    if (!dev.isOk())
-      return fail(dev.status().message());
-    commDevice = std::move(dev.value());
-    StatusOr<std::unique_ptr<NcclCommunicator>> nccl = NcclCommunicator::create(
-        *commDevice, int(rankArg), spec->target.numRanks, store);
-    if (!nccl.isOk())
-      return fail("rank " + std::to_string(rankArg) + ": " +
-                  nccl.status().message());
-    comm = std::move(nccl.value());
-  } else if (spec->target.numRanks > 1) {
+};
+
+StatusOr<RankConnection> connectRanks(const ArtifactSpec &spec,
+                                      const RunOptions &o, int device) {
+  RankConnection c;
+  const int32_t ranks = spec.target.numRanks;
+  if (ranks == 1)
+    return c;
+  if (spec.target.kind == TargetKind::kSm90a) {
+    if (o.rank < 0)
+      return invalidArgument(
+          "the GPU artifact is partitioned over " + std::to_string(ranks) +
+          " ranks: start one process per rank with --rank R --store FILE "
+          "(see --help)");
+    if (o.rank >= ranks)
+      return invalidArgument("--rank " + std::to_string(o.rank) +
+                             ": the artifact has " + std::to_string(ranks) +
+                             " ranks");
+    KIMI_ASSIGN_OR_RETURN(c.device, CudaDevice::open(device));
+    StatusOr<std::unique_ptr<NcclCommunicator>> nccl =
+        NcclCommunicator::create(*c.device, int(o.rank), ranks, o.store);
+    if (!nccl.isOk()) {
+      Status e = nccl.takeStatus();
+      return e.addContext("rank " + std::to_string(o.rank));
+    }
+    c.comm = std::move(nccl.value());
+    return c;
+  }
 #ifdef KIMI_RUN_HAVE_MPI
-    StatusOr<std::unique_ptr<MpiCommunicator>> mpi = MpiCommunicator::create();
-    if (!mpi.isOk())
-      return fail(mpi.status().message());
-    comm = std::move(mpi.value());
+  KIMI_ASSIGN_OR_RETURN(c.comm, MpiCommunicator::create());
+  return c;
 #else
-    return fail("the artifact is partitioned over " +
-                std::to_string(spec->target.numRanks) +
-                " ranks, but this kimi-run was built without MPI");
+  return invalidArgument("the artifact is partitioned over " +
+                         std::to_string(ranks) +
+                         " ranks, but this kimi-run was built without MPI");
 #endif
-  }
-  const bool quiet = comm && comm->rank() != 0;
-  // Data parallelism: this rank's group serves its own sequences.
-  const int32_t groups = spec->target.dataParallel;
-  const int32_t group =
-      comm ? spec->target.dataParallelGroup(comm->rank()) : 0;
-  if (quiet)
-    saveWeights.clear(); // rank 0 writes them (and --dump-logits)
+}
 
-  // The prompt ids (--prompt-ids), shared by every sequence; random prompts
-  // are drawn per sequence once the session's batch is known.
-  std::vector<int32_t> promptList;
-  if (!promptIds.empty()) {
-    size_t at = 0;
-    while (at <= promptIds.size()) {
-      size_t comma = promptIds.find(',', at);
-      std::string item = promptIds.substr(at, comma == std::string::npos
-                                                  ? std::string::npos
-                                                  : comma - at);
-      long long id;
-      if (!parseInt(item, id) || id < INT32_MIN || id > INT32_MAX)
-        return fail("--prompt-ids: '" + item + "' is not a token id");
-      promptList.push_back(static_cast<int32_t>(id));
-      if (comma == std::string::npos)
-        break;
-      at = comma + 1;
-    }
+/// The weights: the --weights files, or random ones written to
+/// --save-weights or a temporary file (unlinked once mapped).
+StatusOr<std::unique_ptr<WeightLoader>> openWeights(const ArtifactSpec &spec,
+                                                    const RunOptions &o) {
+  if (o.randomSeed < 0)
+    return WeightLoader::open(o.weightArgs);
+  std::string file = o.saveWeights, temporary;
+  if (file.empty()) {
+    char tmpl[] = "/tmp/kimi-run-weights-XXXXXX";
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+      return executionError(std::string("cannot create a temporary file: ") +
+                            std::strerror(errno));
+    close(fd);
+    file = temporary = tmpl;
   }
+  Status s = writeRandomWeights(spec, static_cast<uint64_t>(o.randomSeed), file);
+  StatusOr<std::unique_ptr<WeightLoader>> loader =
+      s.isOk() ? WeightLoader::open({file})
+               : StatusOr<std::unique_ptr<WeightLoader>>(std::move(s));
+  if (!temporary.empty())
+    unlink(temporary.c_str()); // mapped: the data stays until unmapped
+  return loader;
+}
 
-  // The weights.
-  std::vector<std::string> paths;
-  std::string tempWeights;
-  if (randomSeed >= 0) {
-    std::string file = saveWeights;
-    if (file.empty()) {
-      char tmpl[] = "/tmp/kimi-run-weights-XXXXXX";
-      int fd = mkstemp(tmpl);
-      if (fd < 0)
-        return fail(std::string("cannot create a temporary file: ") +
-                    std::strerror(errno));
-      close(fd);
-      file = tempWeights = tmpl;
-    }
-    Status s = writeRandomWeights(*spec, static_cast<uint64_t>(randomSeed), file);
-    if (!s.isOk())
-      return fail(s.message());
-    paths.push_back(file);
-  } else {
-    paths = weightArgs;
-  }
-  StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(paths);
-  if (!tempWeights.empty())
-    unlink(tempWeights.c_str()); // mapped: the data stays until unmapped
-  if (!loader.isOk())
-    return fail(loader.status().message());
-  if (int64_t skipped = loader.value()->skippedTensors())
-    std::fprintf(stderr,
-                 "weights: skipping %lld vision tensors (vision_tower.*, "
-                 "mm_projector.*): kimi runs the text model\n",
-                 (long long)skipped);
-  LoadProgressLine progressLine(*loader.value());
-  loader.value()->setProgressCallback(
-      [&](const WeightLoader::Progress &p) { progressLine(p); });
-  StatusOr<std::shared_ptr<Executable>> exe =
-      createExecutable(spec, *loader.value(), comm.get(), device);
-  progressLine.finish();
-  if (!exe.isOk())
-    return fail(exe.status().message());
-  StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
-  if (!session.isOk())
-    return fail(session.status().message());
-  Session &s = *session.value();
+/// What a run produced on this rank: each of its B sequences' greedy
+/// tokens and (with --dump-logits) logits rows.
+struct Generation {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<float>> rows;
+};
 
-  // Sequences: this session steps B of them; with data parallelism rank r
-  // serves sequences group * B .. group * B + B - 1 of the whole batch.
+/// Prefills `prompt` (B sequences' tokens, one after the other) and decodes
+/// greedily up to `maxNew` tokens a sequence.
+StatusOr<Generation> generate(Session &s, const std::vector<int32_t> &prompt,
+                              long long maxNew, bool keepRows) {
   const int64_t B = s.batch();
-  const int64_t sequences = int64_t(groups) * B;
-  std::vector<int32_t> tokens;
-  for (int64_t b = 0; b < B; ++b) {
-    if (!promptList.empty()) {
-      tokens.insert(tokens.end(), promptList.begin(), promptList.end());
-      continue;
-    }
-    std::mt19937_64 rng(static_cast<uint64_t>(seed + group * B + b));
-    for (long long i = 0; i < promptRandom; ++i)
-      tokens.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
-  }
-  const int64_t promptLength = static_cast<int64_t>(tokens.size()) / B;
-
-  std::FILE *dump = nullptr;
-  if (!quiet && !dumpLogits.empty() &&
-      !(dump = std::fopen(dumpLogits.c_str(), "wb")))
-    return fail("cannot write '" + dumpLogits + "': " + std::strerror(errno));
-  // Every sequence's logits rows (prompt rows, then one per new token),
-  // written sequence by sequence at the end.
-  const bool keepRows = !dumpLogits.empty();
-  std::vector<std::vector<float>> rows(static_cast<size_t>(B));
-  auto emit = [&](const LogitsView &l) {
+  Generation g;
+  g.tokens.resize(size_t(B));
+  g.rows.resize(size_t(B));
+  auto keep = [&](const LogitsView &l) {
     const int64_t per = l.rows / B;
     if (keepRows)
       for (int64_t b = 0; b < B; ++b)
-        rows[b].insert(rows[b].end(), l.data + b * per * l.vocab,
-                       l.data + (b + 1) * per * l.vocab);
+        g.rows[b].insert(g.rows[b].end(), l.data + b * per * l.vocab,
+                         l.data + (b + 1) * per * l.vocab);
   };
-
-  if (quiet && !std::freopen("/dev/null", "w", stdout))
-    return fail("cannot silence stdout of rank " + std::to_string(comm->rank()));
-  std::printf("model: %s, %d layers (%s), vocab %lld, target %s\n",
-              spec->model.modelType.c_str(), spec->model.numLayers,
-              spec->model.layerKinds.c_str(), (long long)vocab,
-              spec->target.name().c_str());
-  if (comm)
-    std::printf("ranks: %d (%s)\n", comm->size(), comm->backendName());
-  std::printf("weights: %.1f MiB loaded in %.3f s\n",
-              exe.value()->weightBytes() / 1048576.0,
-              exe.value()->weightLoadSeconds());
-  std::printf("prompt: %lld tokens", (long long)promptLength);
-  if (sequences > 1)
-    std::printf(" per sequence, %lld sequences", (long long)sequences);
-  std::printf("\n");
-
   // Generation needs only each prompt's last logits row; --dump-logits all.
-  StatusOr<LogitsView> logits =
-      s.prefill(tokens, keepRows ? PrefillLogits::kAll : PrefillLogits::kLast);
-  if (!logits.isOk())
-    return fail(logits.status().message());
-  emit(logits.value());
-  // generated[b]: the greedy tokens of this rank's sequence b.
-  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(B));
-  std::vector<int32_t> next(static_cast<size_t>(B));
+  KIMI_ASSIGN_OR_RETURN(LogitsView logits,
+                        s.prefill(prompt, keepRows ? PrefillLogits::kAll
+                                                   : PrefillLogits::kLast));
+  keep(logits);
   if (maxNew > 0) {
-    const LogitsView &l = logits.value();
-    const int64_t perSequence = l.rows / B; // promptLength, or 1
+    const int64_t perSequence = logits.rows / B; // the prompt length, or 1
     for (int64_t b = 0; b < B; ++b)
-      generated[b].push_back(
-          argmax(l.data + ((b + 1) * perSequence - 1) * l.vocab, l.vocab));
+      g.tokens[b].push_back(argmax(
+          logits.data + ((b + 1) * perSequence - 1) * logits.vocab, logits.vocab));
   }
-  while (static_cast<long long>(generated[0].size()) < maxNew) {
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  while (static_cast<long long>(g.tokens[0].size()) < maxNew) {
     for (int64_t b = 0; b < B; ++b)
-      next[b] = generated[b].back();
-    StatusOr<LogitsView> step = s.decode(next.data(), next.size());
-    if (!step.isOk())
-      return fail(step.status().message());
-    emit(step.value());
+      next[b] = g.tokens[b].back();
+    KIMI_ASSIGN_OR_RETURN(LogitsView step, s.decode(next.data(), next.size()));
+    keep(step);
     for (int64_t b = 0; b < B; ++b)
-      generated[b].push_back(
-          argmax(step.value().data + b * step.value().vocab, step.value().vocab));
+      g.tokens[b].push_back(argmax(step.data + b * step.vocab, step.vocab));
   }
+  return g;
+}
 
-  // Every rank holds as many rows and tokens (same prompt length and steps);
-  // with data parallelism rank 0 gathers them and keeps the first rank of
-  // each group.
-  std::vector<int32_t> myTokens;
-  std::vector<float> myRows;
+/// Prints every sequence's tokens (rank 0 gathers the data-parallel groups'
+/// first) and writes their logits rows to `dump` when open; returns the
+/// rows written.
+StatusOr<int64_t> printSequences(const Generation &g, const ArtifactSpec &spec,
+                                 const RankConnection &ranks, int64_t B,
+                                 bool keepRows, std::FILE *dump) {
+  // Every rank holds as many rows and tokens (same prompt length and steps).
+  std::vector<int32_t> allTokens;
+  std::vector<float> allRows;
   for (int64_t b = 0; b < B; ++b) {
-    myTokens.insert(myTokens.end(), generated[b].begin(), generated[b].end());
-    myRows.insert(myRows.end(), rows[b].begin(), rows[b].end());
+    allTokens.insert(allTokens.end(), g.tokens[b].begin(), g.tokens[b].end());
+    allRows.insert(allRows.end(), g.rows[b].begin(), g.rows[b].end());
   }
-  std::vector<int32_t> allTokens = myTokens;
-  std::vector<float> allRows = myRows;
+  const int32_t groups = spec.target.dataParallel;
   int perGroup = 1;
   if (groups > 1) {
-    const int n = comm->size();
+    const int n = ranks.comm->size();
     perGroup = n / groups;
+    std::vector<int32_t> myTokens = std::move(allTokens);
+    std::vector<float> myRows = std::move(allRows);
     allTokens.resize(myTokens.size() * size_t(n));
     allRows.resize(myRows.size() * size_t(n));
-    Status g = gatherAll(comm.get(), commDevice.get(), myTokens, allTokens);
-    if (g.isOk() && keepRows)
-      g = gatherAll(comm.get(), commDevice.get(), myRows, allRows);
-    if (!g.isOk())
-      return fail("gathering the data-parallel groups' results: " +
-                  g.message());
+    Status s = gatherAll(ranks.comm.get(), ranks.device.get(), myTokens, allTokens);
+    if (s.isOk() && keepRows)
+      s = gatherAll(ranks.comm.get(), ranks.device.get(), myRows, allRows);
+    if (!s.isOk())
+      return s.addContext("gathering the data-parallel groups' results");
   }
-  const size_t tokensPer = generated[0].size(), rowsPer = rows[0].size();
+  const int64_t sequences = int64_t(groups) * B, vocab = spec.model.vocabSize;
+  const size_t tokensPer = g.tokens[0].size(), rowsPer = g.rows[0].size();
   int64_t dumpedRows = 0;
   for (int64_t seq = 0; seq < sequences; ++seq) {
     // Sequence seq = group * B + b, held by the group's first rank.
@@ -475,9 +422,10 @@ int main(int argc, char **argv) {
       std::printf(" %d", allTokens[at * tokensPer + i]);
     std::printf("\n");
   }
-  if (dump)
-    std::fclose(dump);
-  const SessionCounters &c = s.counters();
+  return dumpedRows;
+}
+
+void printCounters(const SessionCounters &c) {
   std::printf("prefill: %lld tokens in %.4f s (%.1f tokens/s)\n",
               (long long)c.prefillTokens, c.prefillSeconds,
               c.prefillSeconds > 0 ? c.prefillTokens / c.prefillSeconds : 0.0);
@@ -488,17 +436,142 @@ int main(int argc, char **argv) {
   getrusage(RUSAGE_SELF, &usage);
   std::printf("memory: session state peak %.2f MiB, process peak RSS %.1f MiB\n",
               c.peakBytes / 1048576.0, usage.ru_maxrss / 1024.0);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  StatusOr<RunOptions> parsed = parseArgs(argc, argv);
+  if (!parsed.isOk())
+    return fail(parsed.status().message());
+  const RunOptions &o = parsed.value();
+  if (o.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+
+  StatusOr<ArtifactSpec> artifact = ArtifactReader::readFile(o.model);
+  if (!artifact.isOk())
+    return fail(artifact.status().message());
+  auto spec = std::make_shared<const ArtifactSpec>(std::move(artifact.value()));
+  const int64_t vocab = spec->model.vocabSize;
+
+  const bool gpuModel = spec->target.kind == TargetKind::kSm90a;
+  if (!gpuModel && (o.rank >= 0 || !o.store.empty() || o.device >= 0))
+    return fail("--rank, --store and --device apply to GPU models; CPU ranks "
+                "run under mpirun");
+  if ((o.rank >= 0) != !o.store.empty())
+    return fail("--rank and --store go together (see --help)");
+  if (o.rank >= 0 && spec->target.numRanks == 1)
+    return fail("--rank: the artifact is not partitioned (1 rank)");
+  const int device = o.device >= 0 ? int(o.device)
+                     : o.rank >= 0 ? int(o.rank)
+                                   : 0;
+
+  // Partitioned: one process per rank, through NCCL (GPU models) or MPI.
+  StatusOr<RankConnection> connected = connectRanks(*spec, o, device);
+  if (!connected.isOk())
+    return fail(connected.status().message());
+  RankConnection &ranks = connected.value();
+  const bool quiet = ranks.comm && ranks.comm->rank() != 0;
+  // Data parallelism: this rank's group serves its own sequences.
+  const int32_t group =
+      ranks.comm ? spec->target.dataParallelGroup(ranks.comm->rank()) : 0;
+
+  std::vector<int32_t> promptList;
+  if (!o.promptIds.empty()) {
+    StatusOr<std::vector<int32_t>> ids = parsePromptIds(o.promptIds);
+    if (!ids.isOk())
+      return fail(ids.status().message());
+    promptList = std::move(ids.value());
+  }
+
+  // Rank 0 writes the random weights (and --dump-logits).
+  RunOptions weightOptions = o;
+  if (quiet)
+    weightOptions.saveWeights.clear();
+  StatusOr<std::unique_ptr<WeightLoader>> loader = openWeights(*spec, weightOptions);
+  if (!loader.isOk())
+    return fail(loader.status().message());
+  if (int64_t skipped = loader.value()->skippedTensors())
+    std::fprintf(stderr,
+                 "weights: skipping %lld vision tensors (vision_tower.*, "
+                 "mm_projector.*): kimi runs the text model\n",
+                 (long long)skipped);
+  LoadProgressLine progressLine(*loader.value());
+  loader.value()->setProgressCallback(
+      [&](const WeightLoader::Progress &p) { progressLine(p); });
+  StatusOr<std::shared_ptr<Executable>> exe =
+      createExecutable(spec, *loader.value(), ranks.comm.get(), device);
+  progressLine.finish();
+  if (!exe.isOk())
+    return fail(exe.status().message());
+  StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
+  if (!session.isOk())
+    return fail(session.status().message());
+  Session &s = *session.value();
+
+  // Sequences: this session steps B of them; with data parallelism rank r
+  // serves sequences group * B .. group * B + B - 1 of the whole batch.
+  const int64_t B = s.batch();
+  const int64_t sequences = int64_t(spec->target.dataParallel) * B;
+  std::vector<int32_t> tokens;
+  for (int64_t b = 0; b < B; ++b) {
+    if (!promptList.empty()) {
+      tokens.insert(tokens.end(), promptList.begin(), promptList.end());
+      continue;
+    }
+    std::mt19937_64 rng(static_cast<uint64_t>(o.seed + group * B + b));
+    for (long long i = 0; i < o.promptRandom; ++i)
+      tokens.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+  }
+  const int64_t promptLength = static_cast<int64_t>(tokens.size()) / B;
+
+  std::FILE *dump = nullptr;
+  if (!quiet && !o.dumpLogits.empty() &&
+      !(dump = std::fopen(o.dumpLogits.c_str(), "wb")))
+    return fail("cannot write '" + o.dumpLogits + "': " + std::strerror(errno));
+  if (quiet && !std::freopen("/dev/null", "w", stdout))
+    return fail("cannot silence stdout of rank " +
+                std::to_string(ranks.comm->rank()));
+  std::printf("model: %s, %d layers (%s), vocab %lld, target %s\n",
+              spec->model.modelType.c_str(), spec->model.numLayers,
+              spec->model.layerKinds.c_str(), (long long)vocab,
+              spec->target.name().c_str());
+  if (ranks.comm)
+    std::printf("ranks: %d (%s)\n", ranks.comm->size(),
+                ranks.comm->backendName());
+  std::printf("weights: %.1f MiB loaded in %.3f s\n",
+              exe.value()->weightBytes() / 1048576.0,
+              exe.value()->weightLoadSeconds());
+  std::printf("prompt: %lld tokens", (long long)promptLength);
+  if (sequences > 1)
+    std::printf(" per sequence, %lld sequences", (long long)sequences);
+  std::printf("\n");
+
+  const bool keepRows = !o.dumpLogits.empty();
+  StatusOr<Generation> generated = generate(s, tokens, o.maxNew, keepRows);
+  if (!generated.isOk())
+    return fail(generated.status().message());
+  StatusOr<int64_t> dumpedRows =
+      printSequences(generated.value(), *spec, ranks, B, keepRows, dump);
+  if (dump)
+    std::fclose(dump);
+  if (!dumpedRows.isOk())
+    return fail(dumpedRows.status().message());
+  printCounters(s.counters());
   if (dump)
     std::printf("logits: %lld rows x %lld written to %s\n",
-                (long long)dumpedRows, (long long)vocab, dumpLogits.c_str());
+                (long long)dumpedRows.value(), (long long)vocab,
+                o.dumpLogits.c_str());
   // KIMI_GPU_PROFILE=1: the GPU model's per-kernel device times.
   if (std::string profile = exe.value()->profileReport(); !profile.empty())
     std::fprintf(stderr, "%s", profile.c_str());
-  if (comm) {
+  if (ranks.comm) {
     // The executable talks to the communicator until it is gone.
     session.value().reset();
     exe.value().reset();
-    comm.reset();
+    ranks.comm.reset();
 #ifdef KIMI_RUN_HAVE_MPI
     if (!gpuModel) {
       Status finalized = MpiCommunicator::finalize();
