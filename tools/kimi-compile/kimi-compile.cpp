@@ -410,6 +410,180 @@ static int emitLoweringStage(mlir::ModuleOp module, const std::string &front,
   return 0;
 }
 
+/// --report: the cost report, and with --grid the supernode plan (JSON).
+static int writeReports(const ModelConfig &config, bool expertsMxfp4,
+                        llvm::ToolOutputFile &output) {
+  if (context < 1)
+    return fail("--context must be positive");
+  ReportOptions options;
+  options.mxfp4Experts = expertsMxfp4;
+  options.context = context;
+  ModelCost cost = computeModelCost(config, options);
+  if (grid.empty()) {
+    writeModelReport(config, cost, output.os());
+    output.keep();
+    return 0;
+  }
+  PlanOptions planOptions;
+  planOptions.tpGroup = tpGroup;
+  if (llvm::Error err = parseGrid(grid, planOptions))
+    return fail(llvm::toString(std::move(err)));
+  planOptions.nodeDevices = nodeDevices;
+  planOptions.batch = batch;
+  if (!planContexts.empty())
+    planOptions.contexts.assign(planContexts.begin(), planContexts.end());
+  planOptions.deviceMemory = deviceMemoryGB * 1e9;
+  planOptions.mxfp4Experts = expertsMxfp4;
+  planOptions.mxfp8Dispatch = mxfp8Dispatch;
+  planOptions.splitMlaCache = !replicateMlaCache;
+  planOptions.nvlinkBytesPerS = nvlinkGBps * 1e9;
+  planOptions.interNodeBytesPerS = interNodeGBps * 1e9;
+  planOptions.hbmBytesPerS = hbmGBps * 1e9;
+  planOptions.flopsPerS = tflops * 1e12;
+  planOptions.collectiveLatencyS = collectiveLatencyUs * 1e-6;
+  planOptions.overlap = commOverlap;
+  planOptions.prefillTokensPerGroup = prefillTokens;
+  llvm::Expected<SupernodePlan> plan = computePlan(config, planOptions);
+  if (!plan)
+    return fail(llvm::toString(plan.takeError()));
+  writeModelReport(config, cost, output.os(), [&](llvm::json::OStream &j) {
+    j.attributeBegin("plan");
+    writePlanJson(*plan, j);
+    j.attributeEnd();
+  });
+  output.keep();
+  return 0;
+}
+
+/// --target sm_90a: the model compiled, and what --emit asks for written
+/// (`spec`: the artifact's signatures and manifest, for --emit=artifact;
+/// `output`: null for --emit=artifact, which writes -o itself).
+static int compileGpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
+                           const std::string &front,
+                           llvm::ToolOutputFile *output) {
+  if (emit == Emit::SharedObject && outputPath == "-")
+    return fail("the shared object is binary: name the output file with -o");
+  kimi::gpu::ModelGpuCodegenOptions codegen;
+  codegen.frontPipeline = front;
+  codegen.cubin = !gpuNoCubin();
+  if (gpuMatmulPrecision != "f32" && gpuMatmulPrecision != "tf32")
+    return fail("--gpu-matmul-precision must be f32 or tf32, got '" +
+                gpuMatmulPrecision + "'");
+  codegen.matmulPrecision = gpuMatmulPrecision;
+  codegen.bf16WeightProducts = gpuBf16WeightProducts;
+  // The generated KDA and MLA kernels: on unless asked otherwise, except
+  // for partitioned models, which have not run with them.
+  codegen.kdaKernels =
+      gpuKdaKernels.getNumOccurrences() ? gpuKdaKernels : strategy.empty();
+  codegen.mlaKernels =
+      gpuMlaKernels.getNumOccurrences() ? gpuMlaKernels : strategy.empty();
+  codegen.mlaDecodeKernels = gpuMlaDecodeKernels;
+  codegen.tokenwiseKernels = gpuTokenwiseKernels;
+  if (gpuGemvMaxM < 0 || gpuGemvMaxM > 8)
+    return fail("--gpu-gemv-max-m must be in 0..8");
+  codegen.gemvMaxM = gpuGemvMaxM;
+  if (gpuGemvMaxGroup < 1 || gpuGemvMaxGroup > 8)
+    return fail("--gpu-gemv-max-group must be in 1..8");
+  codegen.gemvMaxGroup = gpuGemvMaxGroup;
+  codegen.gemvEpilogues = gpuGemvEpilogues;
+  // The prefetch is a prologue before the grid-dependency wait: without
+  // the waits there is nothing for it to overlap.
+  if (gpuGemvWeightPrefetch.getNumOccurrences() && gpuGemvWeightPrefetch &&
+      !gpuGridDependencies)
+    return fail("--gpu-gemv-weight-prefetch needs --gpu-grid-dependencies "
+                "(the GEMV kernels prefetch before their grid-dependency "
+                "wait)");
+  codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch;
+  codegen.gridDependencies = gpuGridDependencies;
+  codegen.gemmCalls = gpuCublas;
+  codegen.fuseElementwise = gpuFuseElementwise;
+  if (sortedExpertsMinTokens < 0)
+    return fail("--sorted-experts-min-tokens must be >= 0");
+  codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
+  if (gpuReductionUnroll < 1)
+    return fail("--gpu-reduction-unroll must be >= 1");
+  codegen.reductionUnroll = gpuReductionUnroll;
+  if (emit == Emit::Linalg || emit == Emit::MemRef) {
+    KimiToMemRefOptions memref;
+    kimi::gpu::setGpuMemRefOptions(codegen, memref);
+    return emitLoweringStage(module, front, memref, *output,
+                             [&](mlir::OpPassManager &pm) {
+                               kimi::gpu::addGpuKernelPasses(pm, codegen);
+                             });
+  }
+  std::string gpuIR, llvmIR;
+  bool waitsGridDependencies = false;
+  codegen.waitsGridDependencies = &waitsGridDependencies;
+  if (emit == Emit::Gpu)
+    codegen.gpuIR = &gpuIR;
+  if (emit == Emit::LLVMIR)
+    codegen.llvmIR = &llvmIR;
+  std::vector<std::string> kernelImages;
+  if (emit == Emit::Ptx || emit == Emit::Kernels) {
+    codegen.kernelImages = &kernelImages;
+    codegen.cubin = emit == Emit::Kernels;
+  }
+  llvm::Expected<std::string> so =
+      kimi::gpu::compileModelForGpu(module, codegen);
+  if (!so)
+    return fail(llvm::toString(so.takeError()));
+  if (emit == Emit::Artifact) {
+    if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath,
+                                         waitsGridDependencies))
+      return fail(llvm::toString(std::move(e)));
+    return 0;
+  }
+  if (emit == Emit::Ptx) {
+    for (const std::string &ptx : kernelImages)
+      output->os() << ptx;
+    output->keep();
+    return 0;
+  }
+  if (emit == Emit::Kernels) {
+    if (llvm::Error e = kimi::gpu::writeKernelReport(kernelImages, output->os()))
+      return fail(llvm::toString(std::move(e)));
+    output->keep();
+    return 0;
+  }
+  output->os() << (emit == Emit::Gpu ? gpuIR
+                   : emit == Emit::LLVMIR ? llvmIR
+                                          : *so);
+  output->keep();
+  return 0;
+}
+
+/// --target cpu: the model compiled, and what --emit asks for written.
+static int compileCpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
+                           const std::string &front,
+                           llvm::ToolOutputFile *output) {
+  CpuCodegenOptions codegen;
+  codegen.frontPipeline = front;
+  if (sortedExpertsMinTokens.getNumOccurrences()) {
+    if (sortedExpertsMinTokens < 0)
+      return fail("--sorted-experts-min-tokens must be >= 0");
+    codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
+  }
+  if (emit == Emit::Linalg || emit == Emit::MemRef) {
+    KimiToMemRefOptions memref;
+    memref.sortedExpertsMinTokens = codegen.sortedExpertsMinTokens;
+    return emitLoweringStage(module, front, memref, *output, {});
+  }
+  std::string llvmIR;
+  if (emit == Emit::LLVMIR)
+    codegen.llvmIR = &llvmIR;
+  llvm::Expected<std::string> so = compileToSharedObject(module, codegen);
+  if (!so)
+    return fail(llvm::toString(so.takeError()));
+  if (emit == Emit::Artifact) {
+    if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath))
+      return fail(llvm::toString(std::move(e)));
+    return 0;
+  }
+  output->os() << (emit == Emit::LLVMIR ? llvmIR : *so);
+  output->keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&category, &planCategory, &gpuLibraryCategory});
@@ -479,48 +653,8 @@ int main(int argc, char **argv) {
       return fail(errorMessage);
   }
 
-  if (report) {
-    if (context < 1)
-      return fail("--context must be positive");
-    ReportOptions options;
-    options.mxfp4Experts = expertsMxfp4;
-    options.context = context;
-    ModelCost cost = computeModelCost(*config, options);
-    if (grid.empty()) {
-      writeModelReport(*config, cost, output->os());
-      output->keep();
-      return 0;
-    }
-    PlanOptions planOptions;
-    planOptions.tpGroup = tpGroup;
-    if (llvm::Error err = parseGrid(grid, planOptions))
-      return fail(llvm::toString(std::move(err)));
-    planOptions.nodeDevices = nodeDevices;
-    planOptions.batch = batch;
-    if (!planContexts.empty())
-      planOptions.contexts.assign(planContexts.begin(), planContexts.end());
-    planOptions.deviceMemory = deviceMemoryGB * 1e9;
-    planOptions.mxfp4Experts = expertsMxfp4;
-    planOptions.mxfp8Dispatch = mxfp8Dispatch;
-    planOptions.splitMlaCache = !replicateMlaCache;
-    planOptions.nvlinkBytesPerS = nvlinkGBps * 1e9;
-    planOptions.interNodeBytesPerS = interNodeGBps * 1e9;
-    planOptions.hbmBytesPerS = hbmGBps * 1e9;
-    planOptions.flopsPerS = tflops * 1e12;
-    planOptions.collectiveLatencyS = collectiveLatencyUs * 1e-6;
-    planOptions.overlap = commOverlap;
-    planOptions.prefillTokensPerGroup = prefillTokens;
-    llvm::Expected<SupernodePlan> plan = computePlan(*config, planOptions);
-    if (!plan)
-      return fail(llvm::toString(plan.takeError()));
-    writeModelReport(*config, cost, output->os(), [&](llvm::json::OStream &j) {
-      j.attributeBegin("plan");
-      writePlanJson(*plan, j);
-      j.attributeEnd();
-    });
-    output->keep();
-    return 0;
-  }
+  if (report)
+    return writeReports(*config, expertsMxfp4, *output);
 
   // Executables hold their weights at the types asked for (--weights: bf16
   // dense weights where the release stores bf16, f32 where it stores f32, by
@@ -629,123 +763,9 @@ int main(int argc, char **argv) {
       if (gpu)
         spec.target.kind = rt::TargetKind::kSm90a;
     }
-    if (gpu) {
-      if (emit == Emit::SharedObject && outputPath == "-")
-        return fail("the shared object is binary: name the output file with -o");
-      kimi::gpu::ModelGpuCodegenOptions codegen;
-      codegen.frontPipeline = front;
-      codegen.cubin = !gpuNoCubin();
-      if (gpuMatmulPrecision != "f32" && gpuMatmulPrecision != "tf32")
-        return fail("--gpu-matmul-precision must be f32 or tf32, got '" +
-                    gpuMatmulPrecision + "'");
-      codegen.matmulPrecision = gpuMatmulPrecision;
-      codegen.bf16WeightProducts = gpuBf16WeightProducts;
-      // The generated KDA and MLA kernels: on unless asked otherwise, except
-      // for partitioned models, which have not run with them.
-      codegen.kdaKernels =
-          gpuKdaKernels.getNumOccurrences() ? gpuKdaKernels : strategy.empty();
-      codegen.mlaKernels =
-          gpuMlaKernels.getNumOccurrences() ? gpuMlaKernels : strategy.empty();
-      codegen.mlaDecodeKernels = gpuMlaDecodeKernels;
-      codegen.tokenwiseKernels = gpuTokenwiseKernels;
-      if (gpuGemvMaxM < 0 || gpuGemvMaxM > 8)
-        return fail("--gpu-gemv-max-m must be in 0..8");
-      codegen.gemvMaxM = gpuGemvMaxM;
-      if (gpuGemvMaxGroup < 1 || gpuGemvMaxGroup > 8)
-        return fail("--gpu-gemv-max-group must be in 1..8");
-      codegen.gemvMaxGroup = gpuGemvMaxGroup;
-      codegen.gemvEpilogues = gpuGemvEpilogues;
-      // The prefetch is a prologue before the grid-dependency wait: without
-      // the waits there is nothing for it to overlap.
-      if (gpuGemvWeightPrefetch.getNumOccurrences() && gpuGemvWeightPrefetch &&
-          !gpuGridDependencies)
-        return fail("--gpu-gemv-weight-prefetch needs --gpu-grid-dependencies "
-                    "(the GEMV kernels prefetch before their grid-dependency "
-                    "wait)");
-      codegen.gemvWeightPrefetch = gpuGemvWeightPrefetch;
-      codegen.gridDependencies = gpuGridDependencies;
-      codegen.gemmCalls = gpuCublas;
-      codegen.fuseElementwise = gpuFuseElementwise;
-      if (sortedExpertsMinTokens < 0)
-        return fail("--sorted-experts-min-tokens must be >= 0");
-      codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
-      if (gpuReductionUnroll < 1)
-        return fail("--gpu-reduction-unroll must be >= 1");
-      codegen.reductionUnroll = gpuReductionUnroll;
-      if (emit == Emit::Linalg || emit == Emit::MemRef) {
-        KimiToMemRefOptions memref;
-        kimi::gpu::setGpuMemRefOptions(codegen, memref);
-        return emitLoweringStage(**module, front, memref, *output,
-                                 [&](mlir::OpPassManager &pm) {
-                                   kimi::gpu::addGpuKernelPasses(pm, codegen);
-                                 });
-      }
-      std::string gpuIR, llvmIR;
-      bool waitsGridDependencies = false;
-      codegen.waitsGridDependencies = &waitsGridDependencies;
-      if (emit == Emit::Gpu)
-        codegen.gpuIR = &gpuIR;
-      if (emit == Emit::LLVMIR)
-        codegen.llvmIR = &llvmIR;
-      std::vector<std::string> kernelImages;
-      if (emit == Emit::Ptx || emit == Emit::Kernels) {
-        codegen.kernelImages = &kernelImages;
-        codegen.cubin = emit == Emit::Kernels;
-      }
-      llvm::Expected<std::string> so =
-          kimi::gpu::compileModelForGpu(**module, codegen);
-      if (!so)
-        return fail(llvm::toString(so.takeError()));
-      if (emit == Emit::Artifact) {
-        if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath,
-                                             waitsGridDependencies))
-          return fail(llvm::toString(std::move(e)));
-        return 0;
-      }
-      if (emit == Emit::Ptx) {
-        for (const std::string &ptx : kernelImages)
-          output->os() << ptx;
-        output->keep();
-        return 0;
-      }
-      if (emit == Emit::Kernels) {
-        if (llvm::Error e = kimi::gpu::writeKernelReport(kernelImages, output->os()))
-          return fail(llvm::toString(std::move(e)));
-        output->keep();
-        return 0;
-      }
-      output->os() << (emit == Emit::Gpu ? gpuIR
-                       : emit == Emit::LLVMIR ? llvmIR
-                                              : *so);
-      output->keep();
-      return 0;
-    }
-    CpuCodegenOptions codegen;
-    codegen.frontPipeline = front;
-    if (sortedExpertsMinTokens.getNumOccurrences()) {
-      if (sortedExpertsMinTokens < 0)
-        return fail("--sorted-experts-min-tokens must be >= 0");
-      codegen.sortedExpertsMinTokens = sortedExpertsMinTokens;
-    }
-    if (emit == Emit::Linalg || emit == Emit::MemRef) {
-      KimiToMemRefOptions memref;
-      memref.sortedExpertsMinTokens = codegen.sortedExpertsMinTokens;
-      return emitLoweringStage(**module, front, memref, *output, {});
-    }
-    std::string llvmIR;
-    if (emit == Emit::LLVMIR)
-      codegen.llvmIR = &llvmIR;
-    llvm::Expected<std::string> so = compileToSharedObject(**module, codegen);
-    if (!so)
-      return fail(llvm::toString(so.takeError()));
-    if (emit == Emit::Artifact) {
-      if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath))
-        return fail(llvm::toString(std::move(e)));
-      return 0;
-    }
-    output->os() << (emit == Emit::LLVMIR ? llvmIR : *so);
-    output->keep();
-    return 0;
+    if (gpu)
+      return compileGpuModel(**module, std::move(spec), front, output.get());
+    return compileCpuModel(**module, std::move(spec), front, output.get());
   }
   (*module)->print(output->os());
   output->os() << "\n";
