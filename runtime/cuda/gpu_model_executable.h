@@ -1,4 +1,5 @@
-//===- gpu_model_executable.h - A GPU model artifact ready to run -*- C++ -*-===//
+//===- gpu_model_executable.h - A GPU model artifact ready to run -*- C++
+//-*-===//
 //
 // Runs the GPU model target (docs/runtime-abi.md, "GPU models"): the
 // artifact's shared object is the host program; its kernels, embedded in it,
@@ -43,12 +44,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
 namespace kimi::rt {
 
 class DeviceCarriedTensor;
+struct GpuShim;
 class SegmentCopy;
 
 class GpuModelExecutable final
@@ -83,9 +86,10 @@ public:
                     std::vector<CarriedRef> &outputs) const override;
   const void *residence() const override { return this; }
   StatusOr<CarriedRef> carry(const HostTensor &t) const override;
-  StatusOr<CarriedRef> carryZeros(DType dtype,
-                                  const std::vector<int64_t> &shape) const override;
-  StatusOr<CarriedRef> appendRows(const CarriedRef &cache, const CarriedRef &rows,
+  StatusOr<CarriedRef>
+  carryZeros(DType dtype, const std::vector<int64_t> &shape) const override;
+  StatusOr<CarriedRef> appendRows(const CarriedRef &cache,
+                                  const CarriedRef &rows,
                                   int64_t batch) const override;
   int64_t weightBytes() const override { return weightBytes_; }
   double weightLoadSeconds() const override { return weightSeconds_; }
@@ -109,8 +113,7 @@ public:
   void clearProfile() override;
   CallTimes callTimes() const override;
 
-  struct Shim; // the kimi_rt_gpu table's context (defined in the .cpp)
-  struct DeviceBlock; // one retained allocation of carried tensors
+  struct DeviceBlock;  // one retained allocation of carried tensors
   struct CapturedCall; // an entry call captured as a CUDA graph
 
   /// Decode graphs (on unless KIMI_GPU_GRAPHS=0 when the executable is
@@ -127,17 +130,54 @@ private:
   createImpl(std::shared_ptr<const ArtifactSpec> artifact,
              const WeightLoader *weights, const uint64_t *randomSeed,
              int device, Communicator *comm);
+  /// Every weight in a device buffer, its address in the module's
+  /// kimi_gpu_weights table: from `weights`, or generated on the device for
+  /// `randomSeed`.
+  Status uploadWeights(const WeightLoader *weights, const uint64_t *randomSeed,
+                       int32_t rank);
   friend class DeviceCarriedTensor;
   GpuModelExecutable() = default;
   /// A retained block of at least `bytes` (mutex_ held).
   StatusOr<std::shared_ptr<DeviceBlock>> allocateBlock(size_t bytes) const;
+  // A direct call, with mutex_ held.
+  struct DirectCall; // its device buffers and argument descriptors
+  /// The inputs where the entry reads them: carried ones in place, host
+  /// ones uploaded into buffers of the call.
+  Status stageInputs(const EntrySpec &entry, const std::string &label,
+                     const std::vector<const CarriedTensor *> &inputs,
+                     DirectCall &call) const;
+  /// The entry's results as carried tensors: kept ones on the device (in
+  /// the block the entry returned, or a copy), the rest downloaded.
+  Status takeOutputs(const EntrySpec &entry, const std::string &label,
+                     int64_t tokens, const std::vector<bool> &keep,
+                     DirectCall &call, std::vector<CarriedRef> &out) const;
+
+  // Decode graphs (decode_graphs.cpp), every one with mutex_ held.
+  struct GraphCall; // a call's graph key and the inputs it reads in place
   /// runCarried as a replay of a captured graph; false (nothing done) when
-  /// this call cannot be one (mutex_ held).
+  /// this call cannot be one.
   StatusOr<bool> runAsGraph(const EntrySpec &entry, void *function,
                             const std::vector<const CarriedTensor *> &inputs,
                             int64_t tokens, const std::vector<bool> &keep,
                             const std::vector<bool> &donated,
                             std::vector<CarriedRef> &outputs) const;
+  /// The call's key, or nothing when it cannot be a graph.
+  std::optional<GraphCall> graphCallOf(
+      const EntrySpec &entry, const std::vector<const CarriedTensor *> &inputs,
+      const std::vector<bool> &keep, const std::vector<bool> &donated) const;
+  /// Out of captured_: the graph `call` may replace, if any.
+  std::unique_ptr<CapturedCall>
+  takeReplaceableGraph(const GraphCall &call) const;
+  /// Captures the call at the front of captured_; false (the entry then
+  /// runs directly for good) when it cannot be captured.
+  StatusOr<bool> captureGraph(const EntrySpec &entry, void *function,
+                              const GraphCall &call,
+                              const std::vector<const CarriedTensor *> &inputs,
+                              int64_t tokens) const;
+  Status replayGraph(CapturedCall &call, const EntrySpec &entry,
+                     const std::vector<const CarriedTensor *> &inputs,
+                     const std::vector<bool> &keep, bool statesInPlace,
+                     std::vector<CarriedRef> &outputs) const;
   /// Bytes at `address` in a host tensor (waits for the stream); with
   /// `rowPitch`, a cache whose sequences lie rowPitch rows apart.
   StatusOr<HostTensor> download(cuda::CUdeviceptr address, DType dtype,
@@ -149,7 +189,7 @@ private:
   std::unique_ptr<CudaStream> stream_;
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<CublasLt> blas_;
-  std::unique_ptr<Shim> shim_;
+  std::unique_ptr<GpuShim> shim_;
   std::unique_ptr<CpuModule> module_;
   std::unique_ptr<CommShim> comm_;
   std::vector<DeviceBuffer> weights_;
@@ -183,10 +223,11 @@ private:
   /// By entry: the key of its last call that found no graph (captured when
   /// the next call has it too).
   mutable std::map<std::string, std::string> lastKey_;
-  mutable std::set<std::string> uncapturable_;         // entries
+  mutable std::set<std::string> uncapturable_; // entries
   mutable std::string graphFailure_;
   // Last: the graphs go before the stream and device they use.
-  mutable std::list<std::unique_ptr<CapturedCall>> captured_; // most recent first
+  mutable std::list<std::unique_ptr<CapturedCall>>
+      captured_; // most recent first
 };
 
 } // namespace kimi::rt
