@@ -3,6 +3,7 @@
 #include "kimi_runtime.h"
 
 #include "runtime/artifact/reader.h"
+#include "runtime/comm/rank_connection.h"
 #include "runtime/session/executable.h"
 #include "runtime/session/session.h"
 #include "runtime/weights/weight_loader.h"
@@ -17,6 +18,7 @@ struct kimi_artifact {
 };
 
 struct kimi_session {
+  RankConnection ranks; // first: the executable goes before its communicator
   std::shared_ptr<const Executable> executable;
   std::unique_ptr<Session> session;
 };
@@ -115,34 +117,75 @@ const char *kimi_artifact_config_json(const kimi_artifact *artifact) {
   return artifact ? artifact->spec->model.configJson.c_str() : "";
 }
 
-kimi_status kimi_session_create(const kimi_artifact *artifact,
-                                const char *const *weight_paths,
-                                size_t num_paths, kimi_session **out) {
+int32_t kimi_artifact_num_ranks(const kimi_artifact *artifact) {
+  return artifact ? artifact->spec->target.numRanks : 0;
+}
+
+namespace {
+kimi_status createSession(const char *function, const kimi_artifact *artifact,
+                          const char *const *weight_paths, size_t num_paths,
+                          const RankOptions &rankOptions, kimi_session **out) {
   if (!artifact)
-    return nullArgument("kimi_session_create", "artifact");
+    return nullArgument(function, "artifact");
   if (!out)
-    return nullArgument("kimi_session_create", "out");
+    return nullArgument(function, "out");
   if (!weight_paths && num_paths)
-    return nullArgument("kimi_session_create", "weight_paths");
+    return nullArgument(function, "weight_paths");
   std::vector<std::string> paths;
   for (size_t i = 0; i < num_paths; ++i) {
     if (!weight_paths[i])
-      return report(invalidArgument("kimi_session_create: weight_paths[" +
+      return report(invalidArgument(std::string(function) + ": weight_paths[" +
                                     std::to_string(i) + "] is NULL"));
     paths.push_back(weight_paths[i]);
+  }
+  if (artifact->spec->target.numRanks > 1 && rankOptions.rank < 0)
+    return report(invalidArgument(
+        std::string(function) + ": the artifact is partitioned over " +
+        std::to_string(artifact->spec->target.numRanks) +
+        " ranks: create each rank's session with kimi_session_create_rank"));
+  StatusOr<RankConnection> ranks = connectRanks(*artifact->spec, rankOptions);
+  if (!ranks.isOk()) {
+    Status e = ranks.takeStatus();
+    return report(e.addContext(function));
   }
   StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(paths);
   if (!loader.isOk())
     return report(loader.status());
   StatusOr<std::shared_ptr<Executable>> exe =
-      createExecutable(artifact->spec, *loader.value());
+      createExecutable(artifact->spec, *loader.value(), ranks->comm.get(),
+                       ranks->deviceOrdinal);
   if (!exe.isOk())
     return report(exe.status());
   StatusOr<std::unique_ptr<Session>> session = Session::create(exe.value());
   if (!session.isOk())
     return report(session.status());
-  *out = new kimi_session{std::move(exe.value()), std::move(session.value())};
+  *out = new kimi_session{std::move(ranks.value()), std::move(exe.value()),
+                          std::move(session.value())};
   return KIMI_OK;
+}
+} // namespace
+
+kimi_status kimi_session_create(const kimi_artifact *artifact,
+                                const char *const *weight_paths,
+                                size_t num_paths, kimi_session **out) {
+  return createSession("kimi_session_create", artifact, weight_paths,
+                       num_paths, RankOptions(), out);
+}
+
+kimi_status kimi_session_create_rank(const kimi_artifact *artifact,
+                                     const char *const *weight_paths,
+                                     size_t num_paths, int32_t rank,
+                                     const char *store_path, int32_t device,
+                                     kimi_session **out) {
+  if (rank < 0)
+    return report(invalidArgument("kimi_session_create_rank: rank " +
+                                  std::to_string(rank) + " is negative"));
+  RankOptions o;
+  o.rank = rank;
+  o.store = store_path ? store_path : "";
+  o.device = device;
+  return createSession("kimi_session_create_rank", artifact, weight_paths,
+                       num_paths, o, out);
 }
 
 void kimi_session_destroy(kimi_session *session) { delete session; }

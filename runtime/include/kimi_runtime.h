@@ -82,12 +82,27 @@ KIMI_API int64_t kimi_artifact_vocab_size(const kimi_artifact *artifact);
 KIMI_API const char *kimi_artifact_model_type(const kimi_artifact *artifact);
 KIMI_API const char *kimi_artifact_layer_kinds(const kimi_artifact *artifact);
 KIMI_API const char *kimi_artifact_config_json(const kimi_artifact *artifact);
+/* Ranks the artifact is partitioned over (1 unless compiled with --grid). */
+KIMI_API int32_t kimi_artifact_num_ranks(const kimi_artifact *artifact);
 
 /* Loads the model code and fills every weight from the safetensors files
  * (`num_paths` of them; a sharded checkpoint lists all shards). */
 KIMI_API kimi_status kimi_session_create(const kimi_artifact *artifact,
                                          const char *const *weight_paths,
                                          size_t num_paths, kimi_session **out);
+/* One rank of a partitioned GPU artifact (kimi-compile --grid): one process
+ * per rank, each passing its `rank` (0 .. kimi_artifact_num_ranks - 1), the
+ * same `store_path` (a file every rank can see: rank 0 writes NCCL's id
+ * there) and its CUDA `device` (-1: the rank's ordinal). The call returns
+ * once every rank has joined. An artifact of one rank takes rank 0 and a
+ * NULL store, like kimi_session_create on `device`. Partitioned CPU
+ * artifacts run their ranks under MPI (kimi-run) and are refused here. */
+KIMI_API kimi_status kimi_session_create_rank(const kimi_artifact *artifact,
+                                              const char *const *weight_paths,
+                                              size_t num_paths, int32_t rank,
+                                              const char *store_path,
+                                              int32_t device,
+                                              kimi_session **out);
 KIMI_API void kimi_session_destroy(kimi_session *session);
 
 /* Sequences the session steps together: the artifact's batch B

@@ -192,3 +192,53 @@ TEST_F(CApi, ErrorsHaveCodesAndMessages) {
   kimi_artifact_close(nullptr);
   kimi_state_free(nullptr);
 }
+
+// kimi_session_create_rank: one rank's session, checked before any device or
+// store is touched (a rank out of range, a partitioned artifact through the
+// one-rank call, CPU ranks that need MPI).
+TEST_F(CApi, SessionOfARank) {
+  const char *paths[] = {weightsPath_.c_str()};
+  kimi_artifact *a = nullptr;
+  ASSERT_EQ(kimi_artifact_open(artifactPath_.c_str(), &a), KIMI_OK);
+  EXPECT_EQ(kimi_artifact_num_ranks(a), 1);
+  // Rank 0 of one rank is the plain session: the toy's logits.
+  kimi_session *s = nullptr;
+  ASSERT_EQ(kimi_session_create_rank(a, paths, 1, 0, nullptr, -1, &s), KIMI_OK)
+      << kimi_last_error();
+  std::vector<int32_t> tokens = {3, 1, 4, 1, 5};
+  ASSERT_EQ(kimi_session_prefill(s, tokens.data(), tokens.size()), KIMI_OK);
+  expectLastRow(s, tokens);
+  kimi_session_destroy(s);
+  s = nullptr;
+  EXPECT_EQ(kimi_session_create_rank(a, paths, 1, 1, nullptr, -1, &s),
+            KIMI_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kimi_last_error(), "kimi_session_create_rank: rank 1: the "
+                                  "artifact is not partitioned (1 rank)");
+  EXPECT_EQ(kimi_session_create_rank(a, paths, 1, -2, nullptr, -1, &s),
+            KIMI_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  kimi_artifact_close(a);
+
+  // The toy over two CPU ranks.
+  kimi::rt::ArtifactSpec spec = toy::artifact();
+  spec.target.numRanks = 2;
+  spec.target.gridShape = {2};
+  const std::string twoRanks = dir_.path() + "/toy-2.kimi";
+  ASSERT_TRUE(kimi::rt::ArtifactWriter(spec).writeFile(twoRanks).isOk());
+  ASSERT_EQ(kimi_artifact_open(twoRanks.c_str(), &a), KIMI_OK) << kimi_last_error();
+  EXPECT_EQ(kimi_artifact_num_ranks(a), 2);
+  EXPECT_EQ(kimi_session_create(a, paths, 1, &s), KIMI_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kimi_last_error())
+                .find("partitioned over 2 ranks: create each rank's session "
+                      "with kimi_session_create_rank"),
+            std::string::npos)
+      << kimi_last_error();
+  EXPECT_EQ(kimi_session_create_rank(a, paths, 1, 0, "/tmp/store", -1, &s),
+            KIMI_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kimi_last_error()).find("apply to GPU models"),
+            std::string::npos)
+      << kimi_last_error();
+  EXPECT_EQ(s, nullptr);
+  kimi_artifact_close(a);
+  EXPECT_EQ(kimi_artifact_num_ranks(nullptr), 0);
+}

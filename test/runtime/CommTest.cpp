@@ -3,6 +3,7 @@
 // under mpirun (CommMpiTests.cpp).
 
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/rank_connection.h"
 
 #include <gtest/gtest.h>
 
@@ -142,3 +143,45 @@ TEST(CommLocal, DTypeNames) {
 }
 
 } // namespace
+
+// connectRanks refuses what cannot join, naming the option at fault, before
+// it opens a device or a store.
+TEST(RankConnection, RefusesWhatCannotJoin) {
+  using namespace kimi::rt;
+  auto message = [](const ArtifactSpec &spec, const RankOptions &o) {
+    StatusOr<RankConnection> c = connectRanks(spec, o);
+    return c.isOk() ? std::string("ok") : c.status().message();
+  };
+  ArtifactSpec one;
+  one.target.kind = TargetKind::kSm90a;
+  RankOptions none;
+  EXPECT_EQ(message(one, none), "ok");
+  EXPECT_EQ(connectRanks(one, none).value().deviceOrdinal, 0);
+  RankOptions rank1;
+  rank1.rank = 1;
+  EXPECT_EQ(message(one, rank1), "rank 1: the artifact is not partitioned (1 rank)");
+
+  ArtifactSpec gpu = one;
+  gpu.target.numRanks = 2;
+  EXPECT_EQ(message(gpu, none),
+            "the GPU artifact is partitioned over 2 ranks: each process needs "
+            "its rank and a store file every rank can see");
+  RankOptions rank2;
+  rank2.rank = 2;
+  rank2.store = "/nonexistent/store";
+  EXPECT_EQ(message(gpu, rank2), "rank 2: the artifact has 2 ranks");
+
+  ArtifactSpec cpu;
+  cpu.target.kind = TargetKind::kCpu;
+  cpu.target.numRanks = 2;
+  EXPECT_EQ(message(cpu, none), "the CPU artifact is partitioned over 2 ranks, "
+                                "and no host communicator (MPI) was given");
+  RankOptions local;
+  local.hostCommunicator = []() -> StatusOr<std::unique_ptr<Communicator>> {
+    return std::unique_ptr<Communicator>(std::make_unique<LocalCommunicator>());
+  };
+  EXPECT_EQ(message(cpu, local),
+            "the CPU artifact is partitioned over 2 ranks but runs on 1");
+  local.store = "/tmp/store";
+  EXPECT_NE(message(cpu, local).find("apply to GPU models"), std::string::npos);
+}

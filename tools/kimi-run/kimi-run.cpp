@@ -11,7 +11,7 @@
 #ifdef KIMI_RUN_HAVE_MPI
 #include "runtime/comm/mpi_communicator.h"
 #endif
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/rank_connection.h"
 #include "runtime/cpu/cpu_executable.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/session/session.h"
@@ -261,51 +261,6 @@ StatusOr<std::vector<int32_t>> parsePromptIds(const std::string &text) {
   return ids;
 }
 
-/// This process's place among the ranks of a partitioned artifact: its
-/// communicator (NCCL for GPU models, MPI for CPU ranks) and, for NCCL, the
-/// device it runs on (which must outlive the communicator). Empty for an
-/// artifact of one rank.
-struct RankConnection {
-  std::unique_ptr<CudaDevice> device;
-  std::unique_ptr<Communicator> comm;
-};
-
-StatusOr<RankConnection> connectRanks(const ArtifactSpec &spec,
-                                      const RunOptions &o, int device) {
-  RankConnection c;
-  const int32_t ranks = spec.target.numRanks;
-  if (ranks == 1)
-    return c;
-  if (spec.target.kind == TargetKind::kSm90a) {
-    if (o.rank < 0)
-      return invalidArgument(
-          "the GPU artifact is partitioned over " + std::to_string(ranks) +
-          " ranks: start one process per rank with --rank R --store FILE "
-          "(see --help)");
-    if (o.rank >= ranks)
-      return invalidArgument("--rank " + std::to_string(o.rank) +
-                             ": the artifact has " + std::to_string(ranks) +
-                             " ranks");
-    KIMI_ASSIGN_OR_RETURN(c.device, CudaDevice::open(device));
-    StatusOr<std::unique_ptr<NcclCommunicator>> nccl =
-        NcclCommunicator::create(*c.device, int(o.rank), ranks, o.store);
-    if (!nccl.isOk()) {
-      Status e = nccl.takeStatus();
-      return e.addContext("rank " + std::to_string(o.rank));
-    }
-    c.comm = std::move(nccl.value());
-    return c;
-  }
-#ifdef KIMI_RUN_HAVE_MPI
-  KIMI_ASSIGN_OR_RETURN(c.comm, MpiCommunicator::create());
-  return c;
-#else
-  return invalidArgument("the artifact is partitioned over " +
-                         std::to_string(ranks) +
-                         " ranks, but this kimi-run was built without MPI");
-#endif
-}
-
 /// The weights: the --weights files, or random ones written to
 /// --save-weights or a temporary file (unlinked once mapped).
 StatusOr<std::unique_ptr<WeightLoader>> openWeights(const ArtifactSpec &spec,
@@ -464,14 +419,25 @@ int main(int argc, char **argv) {
     return fail("--rank and --store go together (see --help)");
   if (o.rank >= 0 && spec->target.numRanks == 1)
     return fail("--rank: the artifact is not partitioned (1 rank)");
-  const int device = o.device >= 0 ? int(o.device)
-                     : o.rank >= 0 ? int(o.rank)
-                                   : 0;
-
   // Partitioned: one process per rank, through NCCL (GPU models) or MPI.
-  StatusOr<RankConnection> connected = connectRanks(*spec, o, device);
+  RankOptions rankOptions;
+  rankOptions.rank = int32_t(o.rank);
+  rankOptions.store = o.store;
+  rankOptions.device = int(o.device);
+#ifdef KIMI_RUN_HAVE_MPI
+  rankOptions.hostCommunicator =
+      []() -> StatusOr<std::unique_ptr<Communicator>> {
+    KIMI_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> mpi,
+                          MpiCommunicator::create());
+    return std::unique_ptr<Communicator>(std::move(mpi));
+  };
+#endif
+  StatusOr<RankConnection> connected = connectRanks(*spec, rankOptions);
   if (!connected.isOk())
-    return fail(connected.status().message());
+    return fail(connected.status().message() +
+                (gpuModel ? " (start one process per rank with --rank R "
+                            "--store FILE; see --help)"
+                          : " (run the ranks under mpirun)"));
   RankConnection &ranks = connected.value();
   const bool quiet = ranks.comm && ranks.comm->rank() != 0;
   // Data parallelism: this rank's group serves its own sequences.
@@ -502,7 +468,8 @@ int main(int argc, char **argv) {
   loader.value()->setProgressCallback(
       [&](const WeightLoader::Progress &p) { progressLine(p); });
   StatusOr<std::shared_ptr<Executable>> exe =
-      createExecutable(spec, *loader.value(), ranks.comm.get(), device);
+      createExecutable(spec, *loader.value(), ranks.comm.get(),
+                       ranks.deviceOrdinal);
   progressLine.finish();
   if (!exe.isOk())
     return fail(exe.status().message());
