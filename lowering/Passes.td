@@ -1133,6 +1133,30 @@ def KimiGpuSerialKernels
   ];
 }
 
+def KimiGpuMergeKernelModules
+    : Pass<"kimi-gpu-merge-kernel-modules", "::mlir::ModuleOp"> {
+  let summary = "Put every kernel of a model into one gpu.module";
+  let description = [{
+    Kernel outlining (`gpu-kernel-outlining`) gives every kernel its own
+    `gpu.module`, and each module becomes a binary of its own: one ptxas
+    run at compile time and one module load at run time per kernel. A GPU
+    model has hundreds of kernels, so this pass moves them all into one
+    module, `@kimi_kernels`, and points every `gpu.launch_func` at its new
+    place.
+
+    Names repeat across outlined modules (`@f_kernel` in `@f_kernel` and in
+    `@f_kernel_0`), so each kernel takes its module's unique name; a module
+    of several kernels (the generated ones, such as
+    `@kimi_kda_0::@kda_prep`) prefixes their names with its own
+    (`@kimi_kda_0_kda_prep`). Other symbols of a module (the shared-memory
+    globals of generated kernels) are prefixed the same way, with their
+    uses inside it. Attributes of the merged modules (such as
+    `kimi.waits_grid_dependencies`) are not kept: run this before the
+    passes that set them.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def KimiGpuGridDependencies
     : Pass<"kimi-gpu-grid-dependencies", "::mlir::ModuleOp"> {
   let summary = "Let each kernel be launched before its predecessor ends (PDL)";

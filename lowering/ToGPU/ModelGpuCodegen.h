@@ -12,6 +12,7 @@
 #ifndef KIMI_LOWERING_TOGPU_MODELGPUCODEGEN_H
 #define KIMI_LOWERING_TOGPU_MODELGPUCODEGEN_H
 
+#include "lowering/ToGPU/GpuPipelines.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/Support/Error.h"
@@ -102,25 +103,45 @@ struct ModelGpuCodegenOptions {
   bool gridDependencies = true;
   /// Embed a cubin (ptxas) rather than PTX that the driver JIT-compiles.
   bool cubin = true;
-  /// When non-null: the module after kernel outlining (gpu dialect); the
-  /// compilation stops there and returns an empty object.
-  std::string *gpuIR = nullptr;
-  /// When non-null: whether every kernel waits for its predecessor's grid
-  /// (every gpu.module carries kimi.waits_grid_dependencies), which the
-  /// artifact records for the runtime.
-  bool *waitsGridDependencies = nullptr;
-  /// When non-null: the host program's optimised LLVM IR.
-  std::string *llvmIR = nullptr;
-  /// When non-null: the image of each kernel module (a cubin with `cubin`,
-  /// else PTX); the compilation stops there and returns an empty object.
-  std::vector<std::string> *kernelImages = nullptr;
+  /// Where the compilation stops (kimi-compile --emit).
+  enum class Stop {
+    Object,       // the host shared object with the kernels embedded
+    GpuIR,        // the module after kimi-gpu-kernels-pipeline
+    KernelImages, // the kernel modules' images (cubin with `cubin`, else PTX)
+  };
+  Stop stopAfter = Stop::Object;
+  /// Keep the host program's optimised LLVM IR (Stop::Object).
+  bool keepLLVMIR = false;
+
+  /// Sets the typed options of the two registered pipelines these options
+  /// build (GpuPipelines.h).
+  void setKernelsPipelineOptions(GpuKernelsPipelineOptions &o) const;
+  void setNVVMPipelineOptions(const std::string &toolkit,
+                              GpuToNVVMPipelineOptions &o) const;
 };
 
-/// Lowers `module` in place and returns the bytes of the host shared object
-/// (kernels embedded). Needs a CUDA toolkit for libdevice (and ptxas for a
-/// cubin); errors name the failing step and carry its diagnostics.
-llvm::Expected<std::string> compileModelForGpu(mlir::ModuleOp module,
-                                               const ModelGpuCodegenOptions &options);
+/// What compileModelForGpu produced, up to options.stopAfter.
+struct ModelGpuCodegenResult {
+  /// The host shared object with the kernels embedded (Stop::Object).
+  std::string object;
+  /// The module after kimi-gpu-kernels-pipeline (Stop::GpuIR).
+  std::string gpuIR;
+  /// Each kernel module's image (Stop::KernelImages).
+  std::vector<std::string> kernelImages;
+  /// The host program's optimised LLVM IR (keepLLVMIR).
+  std::string llvmIR;
+  /// Every kernel waits for its predecessor's grid (every gpu.module
+  /// carries kimi.waits_grid_dependencies): the artifact records it, and
+  /// the runtime launches with programmatic dependent launch.
+  bool waitsGridDependencies = false;
+};
+
+/// Lowers `module` in place through kimi-to-memref-pipeline and the two GPU
+/// pipelines, and returns what options.stopAfter asks for. Needs a CUDA
+/// toolkit for libdevice (and ptxas for a cubin); errors name the failing
+/// step and carry its diagnostics.
+llvm::Expected<ModelGpuCodegenResult>
+compileModelForGpu(mlir::ModuleOp module, const ModelGpuCodegenOptions &options);
 
 /// The generated kernels' passes that run after the front pipeline (KDA,
 /// MLA, AttnRes, short convolutions, norms, router, routed experts, as

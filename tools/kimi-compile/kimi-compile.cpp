@@ -511,43 +511,41 @@ static int compileGpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
                                kimi::gpu::addGpuKernelPasses(pm, codegen);
                              });
   }
-  std::string gpuIR, llvmIR;
-  bool waitsGridDependencies = false;
-  codegen.waitsGridDependencies = &waitsGridDependencies;
-  if (emit == Emit::Gpu)
-    codegen.gpuIR = &gpuIR;
-  if (emit == Emit::LLVMIR)
-    codegen.llvmIR = &llvmIR;
-  std::vector<std::string> kernelImages;
-  if (emit == Emit::Ptx || emit == Emit::Kernels) {
-    codegen.kernelImages = &kernelImages;
+  using Stop = kimi::gpu::ModelGpuCodegenOptions::Stop;
+  codegen.stopAfter = emit == Emit::Gpu ? Stop::GpuIR
+                      : emit == Emit::Ptx || emit == Emit::Kernels
+                          ? Stop::KernelImages
+                          : Stop::Object;
+  codegen.keepLLVMIR = emit == Emit::LLVMIR;
+  if (emit == Emit::Ptx || emit == Emit::Kernels)
     codegen.cubin = emit == Emit::Kernels;
-  }
-  llvm::Expected<std::string> so =
+  llvm::Expected<kimi::gpu::ModelGpuCodegenResult> compiled =
       kimi::gpu::compileModelForGpu(module, codegen);
-  if (!so)
-    return fail(llvm::toString(so.takeError()));
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError()));
   if (emit == Emit::Artifact) {
-    if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath,
-                                         waitsGridDependencies))
+    if (llvm::Error e =
+            writeCpuArtifact(std::move(spec), compiled->object, outputPath,
+                             compiled->waitsGridDependencies))
       return fail(llvm::toString(std::move(e)));
     return 0;
   }
   if (emit == Emit::Ptx) {
-    for (const std::string &ptx : kernelImages)
+    for (const std::string &ptx : compiled->kernelImages)
       output->os() << ptx;
     output->keep();
     return 0;
   }
   if (emit == Emit::Kernels) {
-    if (llvm::Error e = kimi::gpu::writeKernelReport(kernelImages, output->os()))
+    if (llvm::Error e = kimi::gpu::writeKernelReport(compiled->kernelImages,
+                                                      output->os()))
       return fail(llvm::toString(std::move(e)));
     output->keep();
     return 0;
   }
-  output->os() << (emit == Emit::Gpu ? gpuIR
-                   : emit == Emit::LLVMIR ? llvmIR
-                                          : *so);
+  output->os() << (emit == Emit::Gpu      ? compiled->gpuIR
+                   : emit == Emit::LLVMIR ? compiled->llvmIR
+                                          : compiled->object);
   output->keep();
   return 0;
 }

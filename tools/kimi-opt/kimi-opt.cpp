@@ -11,6 +11,8 @@
 #include "lowering/Passes.h"
 #include "lowering/Pipelines.h"
 #include "lowering/ToCPU/CpuCodegen.h"
+#include "lowering/ToGPU/GpuPipelines.h"
+#include "lowering/ToGPU/ModelGpuCodegen.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -59,6 +61,10 @@ int main(int argc, char **argv) {
   mlir::registerConvertLinalgToParallelLoopsPass();
   mlir::registerConvertParallelLoopToGpuPass();
   mlir::registerGpuKernelOutliningPass();
+  // The GPU model target's later stages (lowering/ToGPU/GpuPipelines.h),
+  // with the NVVM target and serialisation they need.
+  kimi::gpu::registerGpuModelPipelines();
+  kimi::gpu::registerModelGpuExtensions(registry);
 
   // kimi's own analyses and transforms (passes/Passes.td).
   kimi::registerKimiPasses();
