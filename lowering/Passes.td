@@ -468,7 +468,7 @@ def KimiGpuAttnResKernels : Pass<"kimi-gpu-attn-res-kernels", "::mlir::ModuleOp"
     --gpu-tokenwise-kernels=false` turns it off, with
     `kimi-gpu-norm-kernels` and `kimi-gpu-short-conv-kernels`). Every `kimi.attn_res`
     with a static hidden width becomes one launch of a generated kernel
-    (`gpu.module @kimi_attn_res`, lowering/ToGPU/AttnResKernel.cpp): one
+    (`gpu.module @kimi_attn_res`, lowering/ToGPU/Kernels/AttnResKernel.cpp): one
     block of 256 threads per token, each thread holding up to 64 columns
     in registers. The sources are read once: per source one block
     reduction gives `sum v^2` and `sum v * norm * query` (the score of the
@@ -867,7 +867,7 @@ def KimiGpuGemmCalls : Pass<"kimi-gpu-gemm-calls", "::mlir::ModuleOp"> {
     `[N, K]` (the weight layout of `kimi.linear`, k contiguous), static
     strides and offsets that keep 16-byte alignment, becomes instead one
     launch of a generated kernel (`gpu.module @kimi_gemv`,
-    lowering/ToGPU/GemvKernel.h): each warp reads two rows of B (one when
+    lowering/ToGPU/Kernels/GemvKernel.h): each warp reads two rows of B (one when
     m > 2) in 16-byte pieces with eight pieces per row in flight per lane,
     and all m rows of A, in exact f32. A bf16 B, and a bf16 A (bf16
     activations), is read at its size: four values (8 bytes) a piece,

@@ -3,8 +3,8 @@
 #include "lowering/ToProgram/GpuArtifact.h"
 
 #include "dialects/Kimi/KimiOps.h"
-#include "lowering/ToGPU/AttnResKernel.h"
-#include "lowering/ToGPU/RoutedExpertsKernel.h"
+#include "lowering/ToGPU/Kernels/AttnResKernel.h"
+#include "lowering/ToGPU/Kernels/RoutedExpertsKernel.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"

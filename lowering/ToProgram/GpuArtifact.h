@@ -12,7 +12,7 @@
 #define KIMI_LOWERING_TOPROGRAM_GPUARTIFACT_H
 
 #include "lowering/ToGPU/GpuSerialize.h"
-#include "lowering/ToGPU/KdaGpuProgram.h"
+#include "lowering/ToGPU/Rewrites/KdaGpuProgram.h"
 #include "runtime/artifact/types.h"
 
 #include "mlir/IR/BuiltinOps.h"
