@@ -582,10 +582,11 @@ def KimiGpuRoutedExpertsKernels
     such steps, except that its tables and its products are kernels. The
     tables (each dispatched slot's row, each row's token, the tile table)
     come from one block of 1024 threads (`SortedExpertTablesKernel.h`)
-    that holds the step's expert ids in shared memory: in linalg they were
-    a dozen small launches and fills (17 of the 25 launches of a k3-mini
-    batch-64 MoE layer); steps whose ids or experts do not fit one block
-    (more than 1024 experts, or about 55,000 slots) keep them. The products, the
+    that takes the slots in rounds of one a thread, groups each warp's
+    lanes by expert (`match.any`) and scans the groups over the warps: in
+    linalg they were a dozen small launches and fills (17 of the 25
+    launches of a k3-mini batch-64 MoE layer); steps with more than 1024
+    experts keep them. The products, the
     rows times each expert's table, run as generated tensor-core kernels
     (`ExpertProductKernel.h`) over the rows each expert holds: one launch for gate and up
     together that stores only their GLU (SiTU or SiLU, applied to the f32
