@@ -179,10 +179,14 @@ func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>
 // of one expert: a tile table of at most (T k + 127 E) / 128 = (512 +
 // 2032) / 128 = 19 entries (expert, first row, end row), and no host read.
 // One block of 1024 threads builds the tables (each slot's row, each row's
-// token, the tiles): 1024 / 16 = 64 segments of 8 slots a thread (expert,
-// segment), the ids in 4 (512 + 64 x 16 + 3 x 16) = 6336 bytes of shared
-// memory; four barriers, and warp 0 scans the experts' rows and tiles with
-// five shuffles each. The products run as the tensor-core
+// token, the tiles) in rounds of 1024 slots (one here): counts by each
+// warp's groups of lanes of one expert (match.any) and shared atomics,
+// warp 0's scan of the experts' rows and tiles (five shuffles each), then
+// the rows: per round each expert's group sizes scanned over the 32 warps
+// (five shuffles, one broadcast), two barriers; shared memory 4 x 5 x 16
+// (counts, first rows, tiles, two bases) + 2 x 2 x 32 x 16 (two i16
+// [warp, expert] tables) = 2368 bytes, whatever the step's slots. The
+// products run as the tensor-core
 // kernel, eight warps a block: grid (columns / 64, tiles), the codes and scales as i8 buffers, the tile
 // table, and the [T k, N] result. Gate and up are one launch that reads
 // the tokens where they are (row m is token token[m]: only the token
@@ -196,15 +200,23 @@ func.func @mxfp4(%z: tensor<1x256xf32>, %w: tensor<1x4xf32>, %i: tensor<1x4xi32>
 // CHECK-NOT: kimi.routed_experts
 // CHECK-NOT: call @kimi_host_read_i32
 // CHECK-NOT: linalg.generic
-// CHECK: gpu.launch_func  @kimi_routed_experts::@sorted_tables_0 blocks in (%c1{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c1024{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  dynamic_shared_memory_size %c6336_i32 args(%{{.*}} : memref<512xi32>, %{{.*}} : memref<512xf32>, %{{.*}} : memref<512xi32>, %{{.*}} : memref<512xi32>, %{{.*}} : memref<19xi32>, %{{.*}} : memref<19xi32>, %{{.*}} : memref<19xi32>)
+// CHECK: gpu.launch_func  @kimi_routed_experts::@sorted_tables_0 blocks in (%c1{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c1024{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  dynamic_shared_memory_size %c2368_i32 args(%{{.*}} : memref<512xi32>, %{{.*}} : memref<512xf32>, %{{.*}} : memref<512xi32>, %{{.*}} : memref<512xi32>, %{{.*}} : memref<19xi32>, %{{.*}} : memref<19xi32>, %{{.*}} : memref<19xi32>)
 // CHECK-NOT: linalg.generic
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 blocks in (%c1{{[_0-9]*}}, %c19{{[_0-9]*}}, %c1{{[_0-9]*}}) threads in (%c256{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}})  args(%{{[a-z0-9_]+}} : memref<?xf32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
 // CHECK-NOT: linalg.generic
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 blocks in (%c4{{[_0-9]*}}, %c19{{[_0-9]*}}, %c1{{[_0-9]*}}) {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
 // CHECK: gpu.func @sorted_tables_0
 // CHECK-SAME: known_block_size = array<i32: 1024, 1, 1>
-// CHECK-COUNT-3: gpu.barrier
+// CHECK: gpu.barrier
+// CHECK: nvvm.match.sync  any
+// CHECK: memref.atomic_rmw addi
+// CHECK: gpu.barrier
 // CHECK-COUNT-10: gpu.shuffle  up
+// CHECK: gpu.barrier
+// CHECK: nvvm.match.sync  any
+// CHECK: gpu.barrier
+// CHECK-COUNT-5: gpu.shuffle  up
+// CHECK: gpu.shuffle  idx
 // CHECK: gpu.barrier
 // CHECK-NOT: gpu.barrier
 // CHECK: gpu.return
