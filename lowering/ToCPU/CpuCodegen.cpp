@@ -219,8 +219,10 @@ llvm::Expected<std::string>
 kimi::compileToSharedObject(ModuleOp module, const CpuCodegenOptions &options) {
   KimiToMemRefOptions memref;
   memref.sortedExpertsMinTokens = options.sortedExpertsMinTokens;
-  if (llvm::Error e =
-          lowerToBufferizedMemRefs(module, options.frontPipeline, memref))
+  if (llvm::Error e = lowerToBufferizedMemRefs(
+          module, options.frontPipeline, memref,
+          options.frontPasses ? FrontPassAdder(options.frontPasses)
+                              : FrontPassAdder()))
     return std::move(e);
   MLIRContext *ctx = module.getContext();
   CodegenDiagnostics diagnostics(ctx);

@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
+#include <functional>
 #include <string>
 
 #include "mlir/IR/Diagnostics.h"
@@ -60,6 +61,9 @@ struct CpuCodegenOptions {
   unsigned optLevel = 2;
   /// Keep the LLVM IR text here when non-null (for --emit=llvm).
   std::string *llvmIR = nullptr;
+  /// Passes added after the front pipeline (kimi-compile --kda-bf16-io adds
+  /// kimi-kda-bf16-io, a pass of the GPU library this one cannot link).
+  std::function<void(mlir::OpPassManager &)> frontPasses;
 };
 
 /// Registers what the CPU pipeline parses and translates.

@@ -556,6 +556,10 @@ static int compileCpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
                            llvm::ToolOutputFile *output) {
   CpuCodegenOptions codegen;
   codegen.frontPipeline = front;
+  if (kdaBf16Io)
+    codegen.frontPasses = [](mlir::OpPassManager &pm) {
+      pm.addPass(kimi::createKimiKdaBf16Io());
+    };
   if (sortedExpertsMinTokens.getNumOccurrences()) {
     if (sortedExpertsMinTokens < 0)
       return fail("--sorted-experts-min-tokens must be >= 0");
@@ -564,7 +568,9 @@ static int compileCpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
   if (emit == Emit::Linalg || emit == Emit::MemRef) {
     KimiToMemRefOptions memref;
     memref.sortedExpertsMinTokens = codegen.sortedExpertsMinTokens;
-    return emitLoweringStage(module, front, memref, *output, {});
+    return emitLoweringStage(module, front, memref, *output,
+                             codegen.frontPasses ? FrontPassAdder(codegen.frontPasses)
+                                                 : FrontPassAdder());
   }
   std::string llvmIR;
   if (emit == Emit::LLVMIR)
@@ -675,6 +681,12 @@ int main(int argc, char **argv) {
                     " applies to models compiled for --target sm_90a (here: " +
                     (target == Target::Sm90a ? "--emit=kimi" : "--target cpu") +
                     ")");
+  // The CPU reference's rounding of the KDA kernels' I/O: on sm_90a the
+  // kernels themselves read and write bf16.
+  if (kdaBf16Io && target != Target::Cpu)
+    return fail("--kda-bf16-io makes the CPU reference of a GPU model "
+                "(--target cpu); on sm_90a the KDA kernels (--gpu-kda-kernels) "
+                "read and write bf16 themselves");
   ImportOptions options;
   options.activations = activations.getValue();
   options.weights = weights.getValue();
@@ -745,8 +757,6 @@ int main(int argc, char **argv) {
   }
   if (cpu) {
     std::string front = frontPipeline;
-    if (kdaBf16Io)
-      front += std::string(front.empty() ? "" : ",") + "kimi-kda-bf16-io";
     // The artifact's signatures come from the imported IR, before lowering.
     rt::ArtifactSpec spec;
     if (emit == Emit::Artifact) {
