@@ -23,7 +23,10 @@
 //    device-to-device copy rate measured in the same run (GPU targets),
 //    and the same with the routed experts at the release's MXFP4 (the
 //    floor of the model as shipped, whatever this artifact stores); the
-//    manifest's weight bytes by type next to what the device holds.
+//    manifest's weight bytes by type next to what the device holds;
+//  * GPU targets: the most device memory in use (the driver's total - free)
+//    seen after each phase, for the batch-1 and the batched model
+//    (device_bytes_in_use_max).
 // Numbers and commands are kept in docs/perf/model.md.
 //
 //===----------------------------------------------------------------------===//
@@ -306,6 +309,15 @@ int main(int argc, char **argv) {
   for (int32_t &t : prompt)
     t = static_cast<int32_t>(rng() % a.model.vocabSize);
 
+  // Device memory in use (the driver's total - free), sampled after each
+  // phase: the allocator keeps its blocks, so a phase's high-water mark of
+  // buffers stays visible at its end.
+  int64_t usedBatch1 = -1, usedBatched = -1;
+  auto sampleUsed = [](const Executable &exe, int64_t &most) {
+    if (auto *gpu = dynamic_cast<const GpuModelExecutable *>(&exe))
+      most = std::max(most, gpu->deviceBytesInUse());
+  };
+  sampleUsed(*m.exe, usedBatch1);
   std::vector<double> prefillS, decodeS;
   std::vector<double> stepS; // every timed decode step by itself
   std::vector<Executable::CallTimes> decodeTimes; // per timed round
@@ -316,6 +328,7 @@ int main(int argc, char **argv) {
     auto t1 = std::chrono::steady_clock::now();
     if (!p.isOk())
       die("prefill: " + p.status().message());
+    sampleUsed(*m.exe, usedBatch1);
     if (profile && timed)
       std::fprintf(stderr, "== prefill of %ld tokens\n%s", prefillTokens,
                    m.exe->profileReport(profileRows).c_str());
@@ -334,6 +347,7 @@ int main(int argc, char **argv) {
         stepS.push_back(seconds(s0, std::chrono::steady_clock::now()));
     }
     auto t2 = std::chrono::steady_clock::now();
+    sampleUsed(*m.exe, usedBatch1);
     const Executable::CallTimes times = m.exe->callTimes();
     if (profile && timed)
       std::fprintf(stderr, "== %ld decode steps, batch 1\n%s", decodeSteps,
@@ -381,6 +395,7 @@ int main(int argc, char **argv) {
     for (float &x : start.lastLogits)
       x = u(rng);
     Status restored = bs->restoreState(start);
+    sampleUsed(*bm.exe, usedBatched);
     if (!restored.isOk())
       die("batched decode: " + restored.message());
     std::vector<int32_t> tokens(size_t(batch), 0);
@@ -401,6 +416,7 @@ int main(int argc, char **argv) {
         bm.exe->clearProfile();
     }
     batchTimes = bm.exe->callTimes();
+    sampleUsed(*bm.exe, usedBatched);
     if (profile)
       std::fprintf(stderr, "== %ld decode steps, batch %ld\n%s", repeats, batch,
                    bm.exe->profileReport(profileRows).c_str());
@@ -430,6 +446,10 @@ int main(int argc, char **argv) {
   if (weightDeviceBytes >= 0)
     std::printf("  \"weight_device_bytes_measured\": %lld,\n",
                 (long long)weightDeviceBytes);
+  if (usedBatch1 >= 0 || usedBatched >= 0)
+    std::printf("  \"device_bytes_in_use_max\": {\"batch1\": %lld, "
+                "\"batched\": %lld},\n",
+                (long long)usedBatch1, (long long)usedBatched);
   std::printf("  \"random_weights\": \"%s\",\n",
               deviceWeights ? "generated on the device" : "host file");
   std::printf("  \"weight_bytes_by_type\": {");

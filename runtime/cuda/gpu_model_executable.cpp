@@ -244,6 +244,15 @@ GpuModelExecutable::~GpuModelExecutable() {
   module_.reset();
 }
 
+int64_t GpuModelExecutable::deviceBytesInUse() const {
+  const CudaDriver &d = device_->driver();
+  size_t free = 0, total = 0;
+  if (!d.cuMemGetInfo || !device_->makeCurrent().isOk() ||
+      d.cuMemGetInfo(&free, &total) != 0)
+    return -1;
+  return int64_t(total) - int64_t(free);
+}
+
 void GpuModelExecutable::setProfiling(bool on) {
   std::lock_guard<std::mutex> lock(mutex_);
   shim_->profile.on = on;

@@ -96,6 +96,10 @@ public:
   /// Device memory the weight uploads took, by the driver's free memory
   /// before and after them (-1 when the driver could not say).
   int64_t weightDeviceBytes() const { return weightDeviceBytes_; }
+  /// Device memory in use now by the driver's count (total - free: every
+  /// process and context on the device, this one's weights, cached blocks
+  /// and graph pools included), or -1 when the driver cannot say.
+  int64_t deviceBytesInUse() const;
   std::string deviceName() const override { return device_->describe(); }
 
   /// Tests: fill every buffer the model allocates with NaN before use, so
