@@ -7,7 +7,8 @@
 // linalg it is about a dozen small kernels (a histogram, scans, ranks,
 // tile bounds, and the fills of their outputs), a few microseconds each,
 // which a batched decode step pays in every MoE layer; this is one launch
-// of one block holding the step's expert ids in shared memory.
+// of one block that takes the slots in rounds of one a thread (the .cpp
+// says how), its shared memory sized by the experts, not the slots.
 //
 //===----------------------------------------------------------------------===//
 
