@@ -588,6 +588,82 @@ static int compileCpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
   return 0;
 }
 
+/// The import options the flags ask for, with every combination a target
+/// cannot honour refused (named), never ignored; `parsedGrid` gets --grid
+/// when the model is partitioned.
+static llvm::Expected<ImportOptions>
+importOptionsFromFlags(bool cpu, bool gpu, bool expertsMxfp4,
+                       PlanOptions &parsedGrid) {
+  auto refused = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  // The GPU model options shape sm_90a code only: elsewhere they are
+  // refused rather than ignored.
+  if (!gpu)
+    for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+             &gpuMatmulPrecision, &gpuBf16WeightProducts, &gpuCublas,
+             &gpuFuseElementwise, &gpuKdaKernels, &gpuMlaKernels,
+             &gpuMlaDecodeKernels, &gpuTokenwiseKernels, &gpuGridDependencies,
+             &gpuGemvMaxM, &gpuGemvMaxGroup, &gpuGemvEpilogues,
+             &gpuGemvWeightPrefetch, &gpuReductionUnroll})
+      if (o->getNumOccurrences())
+        return refused("--" + o->ArgStr.str() +
+                    " applies to models compiled for --target sm_90a (here: " +
+                    (target == Target::Sm90a ? "--emit=kimi" : "--target cpu") +
+                    ")");
+  // The CPU reference's rounding of the KDA kernels' I/O: on sm_90a the
+  // kernels themselves read and write bf16.
+  if (kdaBf16Io && target != Target::Cpu)
+    return refused("--kda-bf16-io makes the CPU reference of a GPU model "
+                "(--target cpu); on sm_90a the KDA kernels (--gpu-kda-kernels) "
+                "read and write bf16 themselves");
+  ImportOptions options;
+  options.activations = activations.getValue();
+  options.weights = weights.getValue();
+  options.mxfp4Experts = expertsMxfp4;
+  // The CPU computes in f32 unless bf16 is asked for (its f32 arithmetic is
+  // the faster one there); the GPU in bf16, the type the model ships in,
+  // except partitioned models: their collectives carry f32 (and i32, i64)
+  // only.
+  if (cpu && !activations.getNumOccurrences() && (!gpu || !strategy.empty()))
+    options.activations = NumericType::F32;
+  if (!strategy.empty() && options.activations == NumericType::BF16 &&
+      emit != Emit::Kimi)
+    return refused("--activations bf16 with --strategy: the collectives of "
+                "partitioned executables carry f32 tensors only (use "
+                "--activations f32)");
+  // Data-parallel groups: the outer grid axis under --strategy dp.
+  int64_t dataParallel = 1;
+  if (!strategy.empty()) {
+    if (llvm::Error err = parseGrid(grid, parsedGrid))
+      return std::move(err);
+    if (llvm::is_contained(strategy, "dp"))
+      dataParallel = parsedGrid.tpGroup ? parsedGrid.devices / parsedGrid.tpGroup
+                                        : parsedGrid.devices;
+  }
+  options.prefillBatch = batch.getNumOccurrences() ? batch.getValue()
+                                                   : dataParallel;
+  options.decodeBatch = decodeBatch.getNumOccurrences()
+                            ? decodeBatch.getValue()
+                            : options.prefillBatch;
+  options.prefillChunk = cpu && prefillChunk == 0 ? (gpu ? 256 : 64)
+                                                  : prefillChunk.getValue();
+  options.cacheLengths = cacheLengths.getNumOccurrences()
+                             ? cacheLengths.getValue()
+                             : gpu && strategy.empty();
+  if (prefillLogits != "all" && prefillLogits != "last")
+    return refused("--prefill-logits must be 'all' or 'last', got '" +
+                prefillLogits.getValue() + "'");
+  options.lastLogitsOnly = prefillLogits == "last";
+  if (options.lastLogitsOnly && !strategy.empty())
+    return refused("--prefill-logits=last is not supported with --strategy (the "
+                "partitioned models return every token's logits)");
+  if (options.cacheLengths && !strategy.empty())
+    return refused("--cache-lengths is not supported with --strategy (the "
+                "partitioned models keep exact cache lengths)");
+  return options;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&category, &planCategory, &gpuLibraryCategory});
@@ -667,71 +743,12 @@ int main(int argc, char **argv) {
   // type a target cannot run is refused, naming the target, never ignored.
   bool cpu = emit != Emit::Kimi;
   bool gpu = cpu && target == Target::Sm90a;
-  // The GPU model options shape sm_90a code only: elsewhere they are
-  // refused rather than ignored.
-  if (!gpu)
-    for (const cl::Option *o : std::initializer_list<const cl::Option *>{
-             &gpuMatmulPrecision, &gpuBf16WeightProducts, &gpuCublas,
-             &gpuFuseElementwise, &gpuKdaKernels, &gpuMlaKernels,
-             &gpuMlaDecodeKernels, &gpuTokenwiseKernels, &gpuGridDependencies,
-             &gpuGemvMaxM, &gpuGemvMaxGroup, &gpuGemvEpilogues,
-             &gpuGemvWeightPrefetch, &gpuReductionUnroll})
-      if (o->getNumOccurrences())
-        return fail("--" + o->ArgStr.str() +
-                    " applies to models compiled for --target sm_90a (here: " +
-                    (target == Target::Sm90a ? "--emit=kimi" : "--target cpu") +
-                    ")");
-  // The CPU reference's rounding of the KDA kernels' I/O: on sm_90a the
-  // kernels themselves read and write bf16.
-  if (kdaBf16Io && target != Target::Cpu)
-    return fail("--kda-bf16-io makes the CPU reference of a GPU model "
-                "(--target cpu); on sm_90a the KDA kernels (--gpu-kda-kernels) "
-                "read and write bf16 themselves");
-  ImportOptions options;
-  options.activations = activations.getValue();
-  options.weights = weights.getValue();
-  options.mxfp4Experts = expertsMxfp4;
-  // The CPU computes in f32 unless bf16 is asked for (its f32 arithmetic is
-  // the faster one there); the GPU in bf16, the type the model ships in,
-  // except partitioned models: their collectives carry f32 (and i32, i64)
-  // only.
-  if (cpu && !activations.getNumOccurrences() && (!gpu || !strategy.empty()))
-    options.activations = NumericType::F32;
-  if (!strategy.empty() && options.activations == NumericType::BF16 &&
-      emit != Emit::Kimi)
-    return fail("--activations bf16 with --strategy: the collectives of "
-                "partitioned executables carry f32 tensors only (use "
-                "--activations f32)");
-  // Data-parallel groups: the outer grid axis under --strategy dp.
-  int64_t dataParallel = 1;
   PlanOptions parsedGrid;
-  if (!strategy.empty()) {
-    if (llvm::Error err = parseGrid(grid, parsedGrid))
-      return fail(llvm::toString(std::move(err)));
-    if (llvm::is_contained(strategy, "dp"))
-      dataParallel = parsedGrid.tpGroup ? parsedGrid.devices / parsedGrid.tpGroup
-                                        : parsedGrid.devices;
-  }
-  options.prefillBatch = batch.getNumOccurrences() ? batch.getValue()
-                                                   : dataParallel;
-  options.decodeBatch = decodeBatch.getNumOccurrences()
-                            ? decodeBatch.getValue()
-                            : options.prefillBatch;
-  options.prefillChunk = cpu && prefillChunk == 0 ? (gpu ? 256 : 64)
-                                                  : prefillChunk.getValue();
-  options.cacheLengths = cacheLengths.getNumOccurrences()
-                             ? cacheLengths.getValue()
-                             : gpu && strategy.empty();
-  if (prefillLogits != "all" && prefillLogits != "last")
-    return fail("--prefill-logits must be 'all' or 'last', got '" +
-                prefillLogits.getValue() + "'");
-  options.lastLogitsOnly = prefillLogits == "last";
-  if (options.lastLogitsOnly && !strategy.empty())
-    return fail("--prefill-logits=last is not supported with --strategy (the "
-                "partitioned models return every token's logits)");
-  if (options.cacheLengths && !strategy.empty())
-    return fail("--cache-lengths is not supported with --strategy (the "
-                "partitioned models keep exact cache lengths)");
+  llvm::Expected<ImportOptions> imported =
+      importOptionsFromFlags(cpu, gpu, expertsMxfp4, parsedGrid);
+  if (!imported)
+    return fail(llvm::toString(imported.takeError()));
+  const ImportOptions &options = *imported;
   mlir::DialectRegistry registry;
   registerImportDialects(registry);
   registerCpuCodegenDialects(registry);
