@@ -393,6 +393,25 @@ void printCounters(const SessionCounters &c) {
               c.peakBytes / 1048576.0, usage.ru_maxrss / 1024.0);
 }
 
+/// The prompts of the B sequences this rank's session steps (sequence-
+/// major): --prompt-ids for each, or sequence s's random prompt of seed
+/// --seed + s, s counted over the data-parallel groups.
+std::vector<int32_t> sessionPrompts(const RunOptions &o,
+                                    const std::vector<int32_t> &promptList,
+                                    int32_t group, int64_t B, int64_t vocab) {
+  std::vector<int32_t> tokens;
+  for (int64_t b = 0; b < B; ++b) {
+    if (!promptList.empty()) {
+      tokens.insert(tokens.end(), promptList.begin(), promptList.end());
+      continue;
+    }
+    std::mt19937_64 rng(static_cast<uint64_t>(o.seed + group * B + b));
+    for (long long i = 0; i < o.promptRandom; ++i)
+      tokens.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+  }
+  return tokens;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -482,16 +501,8 @@ int main(int argc, char **argv) {
   // serves sequences group * B .. group * B + B - 1 of the whole batch.
   const int64_t B = s.batch();
   const int64_t sequences = int64_t(spec->target.dataParallel) * B;
-  std::vector<int32_t> tokens;
-  for (int64_t b = 0; b < B; ++b) {
-    if (!promptList.empty()) {
-      tokens.insert(tokens.end(), promptList.begin(), promptList.end());
-      continue;
-    }
-    std::mt19937_64 rng(static_cast<uint64_t>(o.seed + group * B + b));
-    for (long long i = 0; i < o.promptRandom; ++i)
-      tokens.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
-  }
+  const std::vector<int32_t> tokens =
+      sessionPrompts(o, promptList, group, B, vocab);
   const int64_t promptLength = static_cast<int64_t>(tokens.size()) / B;
 
   std::FILE *dump = nullptr;
