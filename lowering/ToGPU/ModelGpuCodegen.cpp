@@ -53,6 +53,8 @@ void registerModelGpuExtensions(DialectRegistry &registry) {
 }
 
 void addGpuKernelPasses(OpPassManager &pm, const ModelGpuCodegenOptions &options) {
+  if (options.frontPasses)
+    options.frontPasses(pm);
   // KDA before kimi-lower-kda sees it; AttnRes and the short convolutions
   // before the norm pass, since they fuse the norm of each mix and the L2
   // norms of the convolved heads.

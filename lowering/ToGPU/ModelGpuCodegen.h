@@ -17,6 +17,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ namespace kimi::gpu {
 struct ModelGpuCodegenOptions {
   /// Passes run on kimi IR first (the decay proof and KDA chunking).
   std::string frontPipeline = "kimi-prove-decay-bounds,kimi-chunk-kda";
+  /// Passes added after the front pipeline, before the kernel passes
+  /// (kimi-compile --kda-bf16-io adds kimi-kda-bf16-io).
+  std::function<void(mlir::OpPassManager &)> frontPasses;
   std::string chip = "sm_90a";
   std::string features = "+ptx80";
   /// NVPTX optimisation level of the kernels; LLVM level of the host code.
@@ -143,7 +147,8 @@ struct ModelGpuCodegenResult {
 llvm::Expected<ModelGpuCodegenResult>
 compileModelForGpu(mlir::ModuleOp module, const ModelGpuCodegenOptions &options);
 
-/// The generated kernels' passes that run after the front pipeline (KDA,
+/// options.frontPasses, then the generated kernels' passes that run after
+/// the front pipeline (KDA,
 /// MLA, AttnRes, short convolutions, norms, router, routed experts, as
 /// `options` enables them), with their typed options.
 void addGpuKernelPasses(mlir::OpPassManager &pm,

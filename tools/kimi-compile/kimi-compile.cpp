@@ -458,6 +458,14 @@ static int writeReports(const ModelConfig &config, bool expertsMxfp4,
 /// --target sm_90a: the model compiled, and what --emit asks for written
 /// (`spec`: the artifact's signatures and manifest, for --emit=artifact;
 /// `output`: null for --emit=artifact, which writes -o itself).
+/// --kda-bf16-io: kimi-kda-bf16-io after the front pipeline, on either
+/// target (none without the flag).
+static std::function<void(mlir::OpPassManager &)> kdaBf16IoPasses() {
+  if (!kdaBf16Io)
+    return {};
+  return [](mlir::OpPassManager &pm) { pm.addPass(kimi::createKimiKdaBf16Io()); };
+}
+
 static int compileGpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
                            const std::string &front,
                            llvm::ToolOutputFile *output) {
@@ -465,6 +473,7 @@ static int compileGpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
     return fail("the shared object is binary: name the output file with -o");
   kimi::gpu::ModelGpuCodegenOptions codegen;
   codegen.frontPipeline = front;
+  codegen.frontPasses = kdaBf16IoPasses();
   codegen.cubin = !gpuNoCubin();
   if (gpuMatmulPrecision != "f32" && gpuMatmulPrecision != "tf32")
     return fail("--gpu-matmul-precision must be f32 or tf32, got '" +
@@ -556,10 +565,7 @@ static int compileCpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
                            llvm::ToolOutputFile *output) {
   CpuCodegenOptions codegen;
   codegen.frontPipeline = front;
-  if (kdaBf16Io)
-    codegen.frontPasses = [](mlir::OpPassManager &pm) {
-      pm.addPass(kimi::createKimiKdaBf16Io());
-    };
+  codegen.frontPasses = kdaBf16IoPasses();
   if (sortedExpertsMinTokens.getNumOccurrences()) {
     if (sortedExpertsMinTokens < 0)
       return fail("--sorted-experts-min-tokens must be >= 0");
@@ -611,12 +617,6 @@ importOptionsFromFlags(bool cpu, bool gpu, bool expertsMxfp4,
                     " applies to models compiled for --target sm_90a (here: " +
                     (target == Target::Sm90a ? "--emit=kimi" : "--target cpu") +
                     ")");
-  // The CPU reference's rounding of the KDA kernels' I/O: on sm_90a the
-  // kernels themselves read and write bf16.
-  if (kdaBf16Io && target != Target::Cpu)
-    return refused("--kda-bf16-io makes the CPU reference of a GPU model "
-                "(--target cpu); on sm_90a the KDA kernels (--gpu-kda-kernels) "
-                "read and write bf16 themselves");
   ImportOptions options;
   options.activations = activations.getValue();
   options.weights = weights.getValue();
