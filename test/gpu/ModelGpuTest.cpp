@@ -771,6 +771,9 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchedModelGpu,
 // k3-tiny-bf16-m32 / k3-tiny-mxfp4-bf16-m32: k3-tiny-bf16 and
 // k3-tiny-mxfp4-bf16 in 16-token prefill steps whose experts are sorted
 // (16 rows an expert): the expert products' 32-row tiles.
+// k3-tiny-mxfp4-wide / -m32: k3-tiny-mxfp4-bf16 and its -m32 on wider
+// experts (k 384 and 256: the MXFP4 expert products' cp.async stages, codes
+// decoded in registers), against CPU artifacts of the same config.
 // k3-tiny-mla / k3-mini-mla: MLA prefill through the generated kernel
 // (--gpu-mla-kernels; f16 products inside) in 96- / 64-token steps, against
 // CPU artifacts of the same configs, which route every token to every expert
@@ -800,6 +803,12 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelGpu,
                                                      0, "k3-tiny-a16", 0, 1e-2},
                                            ModelCase{"k3-tiny-mxfp4-bf16-m32",
                                                      300, 6, 0, "k3-tiny-mxa16",
+                                                     0, 1e-2},
+                                           ModelCase{"k3-tiny-mxfp4-wide", 300,
+                                                     6, 0, "k3-tiny-mxwa16", 0,
+                                                     1e-2},
+                                           ModelCase{"k3-tiny-mxfp4-wide-m32",
+                                                     300, 6, 0, "k3-tiny-mxwa16",
                                                      0, 1e-2},
                                            ModelCase{"k3-mini-bf16", 70, 3, 0,
                                                      "k3-mini-a16", 0, 1e-2}),

@@ -52,8 +52,21 @@ struct ExpertProductSpec {
   int64_t tileM = 128;
 
   int tables() const { return glu ? 2 : 1; }
-  /// bf16 rows and tables go to shared memory as they are, by cp.async.
-  bool asyncCopies() const { return bf16Rows && bf16Tables && terms == 1; }
+  /// Rows and tables reach shared memory by cp.async, as they are, several
+  /// stages ahead of the products: bf16 rows with bf16 tables, or with
+  /// MXFP4 tables whose k is a multiple of kMxfp4StageDepth (their codes
+  /// and scales are decoded from shared memory into the products'
+  /// registers). Other rows pass through registers, one stage ahead.
+  bool asyncCopies() const {
+    return bf16Rows && terms == 1 && (bf16Tables || k % kMxfp4StageDepth == 0);
+  }
+  /// The k of a cp.async stage: 32 for bf16 tables; 128 for MXFP4 ones
+  /// (64 bytes of codes and four scales a table row, the smallest piece of
+  /// scales a cp.async copies being 4 bytes).
+  static constexpr int64_t kMxfp4StageDepth = 128;
+  int64_t stageDepth() const {
+    return asyncCopies() && !bf16Tables ? kMxfp4StageDepth : 32;
+  }
   /// Columns of a tile (of each table). A 128-row tile of cp.async copies
   /// is 256 columns of products wide (128 of each of gate and up), in
   /// warps of 64 x 64: the fewest shared-memory reads a product (the
@@ -66,9 +79,9 @@ struct ExpertProductSpec {
   }
   /// Rows of a warp's tile: 64 for the 128-row cp.async tile, else 32.
   int64_t warpRows() const { return tileM == 128 && asyncCopies() ? 64 : 32; }
-  /// cp.async stages (bf16 rows and tables): later steps' copies in flight
-  /// while a step's products run.
-  int64_t asyncStages() const { return tileM == 32 ? 3 : 4; }
+  /// cp.async stages: later stages' copies in flight while a stage's
+  /// products run (an MXFP4 128-row stage is 49 KiB: four fit an SM).
+  int64_t asyncStages() const { return tileM == 32 && bf16Tables ? 3 : 4; }
   std::string key() const;
 };
 

@@ -277,20 +277,27 @@ func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1
 // -----
 
 // A bf16-activation prefill step's MXFP4 experts: the sorted rows are bf16
-// (gathered at the tokens' type), read by the tensor-core kernel at 8 bytes
-// a piece as one term whatever bf16-products says; down reads the GLU as
-// bf16 (f32, in three terms, with bf16-products=false).
+// (gathered at the tokens' type), one term whatever bf16-products says.
+// Gate/up (k = 256, a multiple of 128) copies the rows, the codes (16-byte
+// pieces) and the scales (4-byte pieces) by cp.async into four 128-deep
+// stages and decodes the codes in registers (bf16 pair products): 256
+// mma.sync a stage. Down (k = 64) reads the GLU through registers: as bf16
+// (f32, in three terms, with bf16-products=false).
 // CHECK-LABEL: func.func @mxfp4_prefill_bf16
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>,
 // CHECK: gpu.func @expert_product_0
-// CHECK: vector.load {{.*}} vector<4xbf16>
-// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, {{.*}} : memref<?xbf16> to memref<65536xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?xi8> to memref<65536xi8, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}}, 4, {{.*}} : memref<?xi8> to memref<8192xi8, #gpu.address_space<workgroup>>
+// CHECK: llvm.fmul {{.*}} : vector<2xbf16>
+// CHECK-COUNT-256: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.func @expert_product_1
+// CHECK: vector.load {{.*}} vector<4xbf16>
 // EXACT-LABEL: func.func @mxfp4_prefill_bf16
 // EXACT: gpu.func @expert_product_0
-// EXACT-COUNT-32: nvvm.mma.sync
+// EXACT-COUNT-256: nvvm.mma.sync
 // EXACT-NOT: nvvm.mma.sync
 // EXACT: gpu.func @expert_product_1
 // EXACT-COUNT-48: nvvm.mma.sync
