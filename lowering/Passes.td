@@ -331,26 +331,25 @@ def KimiKdaBf16Io : Pass<"kimi-kda-bf16-io"> {
 def KimiGpuKdaKernels : Pass<"kimi-gpu-kda-kernels", "::mlir::ModuleOp"> {
   let summary = "Run kimi.kda through the generated Hopper KDA kernels";
   let description = [{
-    Experimental (`kimi-compile --gpu-kda-kernels`; off by default until
-    the model with it is checked on the GPU against a CPU reference with the
-    same bf16 rounding, `kimi-kda-bf16-io`; docs/lowering/gpu-model.md).
-    The GPU model target's KDA: every `kimi.kda` with static shapes (after
-    the decay proof and `kimi-chunk-kda`) is planned by the same generators
-    as the KDA kernel libraries (docs/lowering/gpu-kda.md): `kda_prep` +
-    `kda_recur` (+ `kda_summarize`/`kda_fold` for a sequence split) for
-    prefill, `kda_decode` for one token. A `kimi.kda_gate` producing `g` is
-    fused into the kernels. The plan's `gpu.module` joins the model
-    (`kimi_kda_<n>`), its buffers become `bufferization.to_buffer` views of
-    the operands, `memref.alloc`s for outputs and temporaries (the decode
-    state is updated in a copy of the input state) and a `linalg.generic`
-    computing the offsets `i * T` of equal-length sequences on the device
-    (a constant tensor would become host memory), and its launches
-    `gpu.launch_func`s;
-    the results come back through `bufferization.to_tensor`. The prefill
-    kernels read bf16: f32 q, k, v and beta are rounded to bf16 and the
-    output widened back (f32 math and state inside). A `kimi.kda` the
-    generators do not cover stays (with a remark saying why) for
-    `kimi-lower-kda`.
+    The GPU model target's KDA (`kimi-compile --gpu-kda-kernels`, on by
+    default for single-GPU models; docs/lowering/gpu-model.md): every
+    `kimi.kda` with static shapes (after the decay proof and
+    `kimi-chunk-kda`) is emitted as the generated kernels of the KDA kernel
+    libraries (docs/lowering/gpu-kda.md): `kda_prep` + `kda_recur` (+
+    `kda_summarize`/`kda_fold` for a sequence split) for prefill,
+    `kda_decode` for one token. A `kimi.kda_gate` producing `g` is fused
+    into the kernels. One sequence builder (`buildKdaKernels`) serves both:
+    here it emits IR at the op directly, a `gpu.module` (`kimi_kda_<n>`) of
+    the kernels, the op's operands as `bufferization.to_buffer` views,
+    `memref.alloc`s for outputs and temporaries (the decode state is
+    updated in a copy of the input state), a `linalg.generic` computing the
+    offsets `i * T` of equal-length sequences on the device (a constant
+    tensor would become host memory), and `gpu.launch_func`s; the results
+    come back through `bufferization.to_tensor`. The kernels' chunk (16) may
+    not exceed the one `#kimi.decay` proved safe. The prefill kernels read
+    bf16: f32 q, k, v and beta are rounded to bf16 and the output widened
+    back (f32 math and state inside). A `kimi.kda` the generators do not
+    cover stays (with a remark saying why) for `kimi-lower-kda`.
   }];
   let options = [
     Option<"smCount", "sm-count", "int", "132",
@@ -361,8 +360,14 @@ def KimiGpuKdaKernels : Pass<"kimi-gpu-kda-kernels", "::mlir::ModuleOp"> {
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 

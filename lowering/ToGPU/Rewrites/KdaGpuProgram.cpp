@@ -66,10 +66,24 @@ uint32_t GpuEntryPlanBuilder::add(std::string name, rt::BufferKind kind, Type ty
   return static_cast<uint32_t>(plan.buffers.size() - 1);
 }
 
-void GpuEntryPlanBuilder::launch(std::string function, std::array<int64_t, 3> grid,
+KernelSequenceSink::~KernelSequenceSink() = default;
+
+uint32_t GpuEntryPlanBuilder::sequenceOffsets(int64_t sequences, int64_t length) {
+  uint32_t at = add("cu_seqlens", rt::BufferKind::kConstant,
+                    IntegerType::get(module.getContext(), 32), {sequences + 1});
+  std::vector<int32_t> cu(sequences + 1);
+  for (int64_t i = 0; i <= sequences; ++i)
+    cu[i] = static_cast<int32_t>(i * length);
+  auto &data = plan.buffers.back().data;
+  data.resize(cu.size() * 4);
+  std::memcpy(data.data(), cu.data(), data.size());
+  return at;
+}
+
+void GpuEntryPlanBuilder::launch(StringRef function, std::array<int64_t, 3> grid,
                                  int64_t threads, std::vector<uint32_t> args) {
   rt::LaunchSpec l;
-  l.function = std::move(function);
+  l.function = function.str();
   for (int d = 0; d < 3; ++d)
     l.grid[d] = static_cast<uint32_t>(grid[d]);
   l.block = {static_cast<uint32_t>(threads), 1, 1};
@@ -100,8 +114,8 @@ int64_t chooseKdaSegments(int64_t sequences, int64_t heads, int64_t chunks,
   return std::max<int64_t>(1, std::min<int64_t>(p, 64));
 }
 
-FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
-                                     const KdaPlanOptions &options) {
+FailureOr<KdaKernelSequence> buildKdaKernels(KdaOp op, KernelSequenceSink &sink,
+                                             const KdaPlanOptions &options) {
   auto q = cast<RankedTensorType>(op.getQ().getType());
   auto v = cast<RankedTensorType>(op.getV().getType());
   auto g = cast<RankedTensorType>(op.getG().getType());
@@ -112,11 +126,16 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
     return op.emitOpError("has no #kimi.decay: run kimi-prove-decay-bounds and "
                           "kimi-chunk-kda before the GPU target"),
            failure();
+  // The kernels' chunk may be shorter than the one the proof chose (a
+  // shorter chunk decays less within it), never longer.
+  if (decay.getChunk() < kKdaChunk)
+    return op.emitOpError("#kimi.decay chunks of ")
+               << decay.getChunk() << " tokens; the GPU kernels' chunk is "
+               << kKdaChunk,
+           failure();
   const int64_t B = q.getDimSize(0), T = q.getDimSize(1), H = q.getDimSize(2);
   const int64_t DK = q.getDimSize(3), DV = v.getDimSize(3);
   Location loc = op.getLoc();
-  GpuEntryPlanBuilder pb(op.getContext(), loc, name, ("kda_" + name).str());
-  mlir::gpu::GPUModuleOp module = pb.module;
   OpBuilder b(op.getContext());
   Type act = q.getElementType(), gate = g.getElementType();
   double scale = op.getScale().convertToDouble();
@@ -138,15 +157,16 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
                                   "'a_log' and 'dt_bias'"),
                failure();
   }
-  auto addGateBuffers = [&](GpuEntryPlanBuilder &p) -> std::vector<uint32_t> {
+  auto addGateBuffers = [&]() -> std::vector<uint32_t> {
     if (!gateOp)
       return {};
-    return {p.add("a_log", rt::BufferKind::kInput, b.getF32Type(), {H}),
-            p.add("dt_bias", rt::BufferKind::kInput, b.getF32Type(), {H, DK})};
+    return {sink.input("a_log", gateOp.getALog(), b.getF32Type(), {H}),
+            sink.input("dt_bias", gateOp.getDtBias(), b.getF32Type(), {H, DK})};
   };
+  // The gate's input: z of a fused kimi.kda_gate, else g.
   const char *gName = gateOp ? "z" : "g";
+  Value gOperand = gateOp ? gateOp.getZ() : op.getG();
   std::string why;
-  using K = rt::BufferKind;
   auto asVec = [](ArrayRef<int64_t> s) { return std::vector<int64_t>(s.begin(), s.end()); };
 
   bool decode = T == 1 && !op.getCuSeqlens();
@@ -160,23 +180,24 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
       return op.emitOpError("a one-token (decode) kimi.kda needs "
                             "'initial_state' on the GPU"),
              failure();
-    emitKdaDecodeKernel(b, loc, module, s);
-    uint32_t iq = pb.add("q", K::kInput, act, asVec(q.getShape()));
-    uint32_t ik = pb.add("k", K::kInput, act, asVec(q.getShape()));
-    uint32_t iv = pb.add("v", K::kInput, act, asVec(v.getShape()));
-    uint32_t ig = pb.add(gName, K::kInput, gate, asVec(g.getShape()));
-    uint32_t ib = pb.add("beta", K::kInput, act, {B, T, H});
-    uint32_t is = pb.add("initial_state", K::kInput, stateElt, {B, H, DK, DV});
-    uint32_t io = pb.add("out", K::kOutput, act, asVec(v.getShape()));
-    uint32_t ifs = pb.add("final_state", K::kOutput, stateElt, {B, H, DK, DV});
+    emitKdaDecodeKernel(b, loc, sink.kernelModule(), s);
+    uint32_t iq = sink.input("q", op.getQ(), act, asVec(q.getShape()));
+    uint32_t ik = sink.input("k", op.getK(), act, asVec(q.getShape()));
+    uint32_t iv = sink.input("v", op.getV(), act, asVec(v.getShape()));
+    uint32_t ig = sink.input(gName, gOperand, gate, asVec(g.getShape()));
+    uint32_t ib = sink.input("beta", op.getBeta(), act, {B, T, H});
+    uint32_t is = sink.input("initial_state", op.getInitialState(), stateElt,
+                             {B, H, DK, DV});
+    uint32_t io = sink.output("out", act, asVec(v.getShape()));
+    uint32_t ifs = sink.output("final_state", stateElt, {B, H, DK, DV});
     std::vector<uint32_t> args = {iq, ik, iv, ig, ib, is, ifs, io};
-    for (uint32_t extra : addGateBuffers(pb))
+    for (uint32_t extra : addGateBuffers())
       args.push_back(extra);
-    pb.launch("kda_decode", {B * H, s.columnGroups, 1}, 128, args);
-    pb.plan.summary = "decode: " + std::to_string(B * H) + " x " +
-                      std::to_string(s.columnGroups) +
-                      " blocks of 128 threads";
-    return std::move(pb.plan);
+    sink.launch("kda_decode", {B * H, s.columnGroups, 1}, 128, args);
+    return KdaKernelSequence{io, ifs,
+                             "decode: " + std::to_string(B * H) + " x " +
+                                 std::to_string(s.columnGroups) +
+                                 " blocks of 128 threads"};
   }
 
   int64_t N = B, tokens = B * T;
@@ -208,6 +229,7 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   if (failed(verifyKdaPrefillShape(s, why)))
     return op.emitOpError("cannot run on the GPU: ") << why, failure();
 
+  mlir::gpu::GPUModuleOp module = sink.kernelModule();
   emitKdaPrepKernel(b, loc, module, s);
   emitKdaRecurrenceKernel(b, loc, module, s);
   if (s.segments > 1) {
@@ -216,62 +238,71 @@ FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
   }
 
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type(), i32 = b.getI32Type();
-  uint32_t iq = pb.add("q", K::kInput, act, asVec(q.getShape()));
-  uint32_t ik = pb.add("k", K::kInput, act, asVec(q.getShape()));
-  uint32_t iv = pb.add("v", K::kInput, act, asVec(v.getShape()));
-  uint32_t ig = pb.add(gName, K::kInput, gate, asVec(g.getShape()));
-  uint32_t ib = pb.add("beta", K::kInput, act, {B, T, H});
-  std::vector<uint32_t> gateArgs = addGateBuffers(pb);
+  uint32_t iq = sink.input("q", op.getQ(), act, asVec(q.getShape()));
+  uint32_t ik = sink.input("k", op.getK(), act, asVec(q.getShape()));
+  uint32_t iv = sink.input("v", op.getV(), act, asVec(v.getShape()));
+  uint32_t ig = sink.input(gName, gOperand, gate, asVec(g.getShape()));
+  uint32_t ib = sink.input("beta", op.getBeta(), act, {B, T, H});
+  std::vector<uint32_t> gateArgs = addGateBuffers();
   uint32_t ih0 = 0;
   if (s.hasInitialState)
-    ih0 = pb.add("initial_state", K::kInput, s.stateType, {N, H, DK, DV});
-  uint32_t icu;
-  if (op.getCuSeqlens()) {
-    icu = pb.add("cu_seqlens", K::kInput, i32, {N + 1});
-  } else {
-    // Equal-length sequences: the offsets are a constant of the entry.
-    icu = pb.add("cu_seqlens", K::kConstant, i32, {N + 1});
-    std::vector<int32_t> cu(N + 1);
-    for (int64_t i = 0; i <= N; ++i)
-      cu[i] = static_cast<int32_t>(i * T);
-    auto &data = pb.plan.buffers.back().data;
-    data.resize(cu.size() * 4);
-    std::memcpy(data.data(), cu.data(), data.size());
-  }
-  uint32_t io = pb.add("out", K::kOutput, act, asVec(v.getShape()));
-  uint32_t iht = pb.add("final_state", K::kOutput, s.stateType, {N, H, DK, DV});
+    ih0 = sink.input("initial_state", op.getInitialState(), s.stateType,
+                     {N, H, DK, DV});
+  // Equal-length sequences: the offsets are made, not read.
+  uint32_t icu = op.getCuSeqlens()
+                     ? sink.input("cu_seqlens", op.getCuSeqlens(), i32, {N + 1})
+                     : sink.sequenceOffsets(N, T);
+  uint32_t io = sink.output("out", act, asVec(v.getShape()));
+  uint32_t iht = sink.output("final_state", s.stateType, {N, H, DK, DV});
   const int64_t slots = s.slots(), C = kKdaChunk, P = s.segments;
-  uint32_t tqg = pb.add("kda.qg", K::kTemporary, bf16, {slots, H, C, DK});
-  uint32_t tkg = pb.add("kda.kg", K::kTemporary, bf16, {slots, H, C, DK});
-  uint32_t tkd = pb.add("kda.kd", K::kTemporary, bf16, {slots, H, C, DK});
-  uint32_t taqk = pb.add("kda.aqk", K::kTemporary, bf16, {slots, H, C, C});
-  uint32_t ttmb = pb.add("kda.tmb", K::kTemporary, bf16, {slots, H, C, C});
-  uint32_t tgl = pb.add("kda.gl", K::kTemporary, f32, {slots, H, DK});
+  uint32_t tqg = sink.temporary("kda.qg", bf16, {slots, H, C, DK});
+  uint32_t tkg = sink.temporary("kda.kg", bf16, {slots, H, C, DK});
+  uint32_t tkd = sink.temporary("kda.kd", bf16, {slots, H, C, DK});
+  uint32_t taqk = sink.temporary("kda.aqk", bf16, {slots, H, C, C});
+  uint32_t ttmb = sink.temporary("kda.tmb", bf16, {slots, H, C, C});
+  uint32_t tgl = sink.temporary("kda.gl", f32, {slots, H, DK});
+  // The sequence split's scratch (before any launch: every buffer of the
+  // sequence is made before it runs).
+  uint32_t tm = 0, te = 0, tsin = 0;
+  if (P > 1) {
+    tm = sink.temporary("kda.segment_m", f32, {N, H, P - 1, DK, DK});
+    te = sink.temporary("kda.segment_e", f32, {N, H, P - 1, DK, DV});
+    tsin = sink.temporary("kda.segment_in", f32, {N, H, P, DK, DV});
+  }
 
   std::vector<uint32_t> prepArgs = {iq, ik, ig, ib, icu};
   prepArgs.insert(prepArgs.end(), gateArgs.begin(), gateArgs.end());
   for (uint32_t t : {tqg, tkg, tkd, taqk, ttmb, tgl})
     prepArgs.push_back(t);
-  pb.launch("kda_prep", {slots, H, 1}, kdaPrepThreads(DK), prepArgs);
+  sink.launch("kda_prep", {slots, H, 1}, kdaPrepThreads(DK), prepArgs);
   uint32_t init = s.hasInitialState ? ih0 : iht; // unread without a state
   if (P > 1) {
-    uint32_t tm = pb.add("kda.segment_m", K::kTemporary, f32, {N, H, P - 1, DK, DK});
-    uint32_t te = pb.add("kda.segment_e", K::kTemporary, f32, {N, H, P - 1, DK, DV});
-    uint32_t tsin = pb.add("kda.segment_in", K::kTemporary, f32, {N, H, P, DK, DV});
-    pb.launch("kda_summarize", {H * s.valueSplit, N, 2 * (P - 1)}, 2 * DV / s.valueSplit,
-              {iv, icu, tkg, tkd, ttmb, tgl, tm, te});
-    pb.launch("kda_fold", {H, N, DV / 16}, 256, {init, tm, te, tsin});
+    sink.launch("kda_summarize", {H * s.valueSplit, N, 2 * (P - 1)},
+                2 * DV / s.valueSplit, {iv, icu, tkg, tkd, ttmb, tgl, tm, te});
+    sink.launch("kda_fold", {H, N, DV / 16}, 256, {init, tm, te, tsin});
     init = tsin;
   }
-  pb.launch("kda_recur", {H * s.valueSplit, N, P}, 2 * DV / s.valueSplit,
-            {iv, icu, tqg, tkg, tkd, taqk, ttmb, tgl, init, io, iht});
-  pb.plan.summary =
+  sink.launch("kda_recur", {H * s.valueSplit, N, P}, 2 * DV / s.valueSplit,
+              {iv, icu, tqg, tkg, tkd, taqk, ttmb, tgl, init, io, iht});
+  KdaKernelSequence sequence{io, iht, ""};
+  sequence.summary =
       std::string("prefill: ") + (s.denseDiagonal ? "dense" : "pairwise") +
       (gateOp ? " (gate fused)" : "") +
       " diagonal tiles, " + std::to_string(N) + " sequence(s) x " +
       std::to_string(H) + " heads, " + std::to_string(P) + " segment(s), " +
       std::to_string(s.valueSplit) + " block(s) per state, " +
       std::to_string(slots) + " chunk slots";
+  return sequence;
+}
+
+FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, StringRef name,
+                                     const KdaPlanOptions &options) {
+  GpuEntryPlanBuilder pb(op.getContext(), op.getLoc(), name,
+                         ("kda_" + name).str());
+  FailureOr<KdaKernelSequence> sequence = buildKdaKernels(op, pb, options);
+  if (failed(sequence))
+    return failure();
+  pb.plan.summary = sequence->summary;
   return std::move(pb.plan);
 }
 

@@ -41,9 +41,36 @@ struct GpuEntryPlan {
   std::string summary; // one line: strategy, segments, grid sizes
 };
 
+/// Where a generated kernel sequence goes: its kernels, the buffers they
+/// read and write, and its launches. A kernel library's entry records them
+/// as the artifact's buffer and launch specs (GpuEntryPlanBuilder); a model
+/// pass emits them as IR at the op it replaces (memrefs of the op's
+/// operands, allocations, `gpu.launch_func`). Buffers are numbered in the
+/// order they are made.
+class KernelSequenceSink {
+public:
+  virtual ~KernelSequenceSink();
+  /// The gpu.module the kernels are generated into.
+  virtual mlir::gpu::GPUModuleOp kernelModule() = 0;
+  /// The op's operand `operand`, read as `type` values of `shape` (`name`
+  /// in an entry).
+  virtual uint32_t input(llvm::StringRef name, mlir::Value operand,
+                         mlir::Type type, std::vector<int64_t> shape) = 0;
+  /// i32 offsets i * length of `sequences` + 1 sequences of one length.
+  virtual uint32_t sequenceOffsets(int64_t sequences, int64_t length) = 0;
+  /// A result of the op (written by the launches).
+  virtual uint32_t output(llvm::StringRef name, mlir::Type type,
+                          std::vector<int64_t> shape) = 0;
+  /// Scratch between the launches.
+  virtual uint32_t temporary(llvm::StringRef name, mlir::Type type,
+                             std::vector<int64_t> shape) = 0;
+  virtual void launch(llvm::StringRef function, std::array<int64_t, 3> grid,
+                      int64_t threads, std::vector<uint32_t> args) = 0;
+};
+
 /// Assembles a GpuEntryPlan: loads the dialects the generators emit, makes
 /// the (empty) `gpu.module` they fill, and records buffers and launches.
-class GpuEntryPlanBuilder {
+class GpuEntryPlanBuilder final : public KernelSequenceSink {
 public:
   GpuEntryPlanBuilder(mlir::MLIRContext *ctx, mlir::Location loc,
                       llvm::StringRef entryName, llvm::StringRef moduleName);
@@ -51,8 +78,24 @@ public:
   /// returns its index.
   uint32_t add(std::string name, rt::BufferKind kind, mlir::Type type,
                std::vector<int64_t> shape);
-  void launch(std::string function, std::array<int64_t, 3> grid, int64_t threads,
-              std::vector<uint32_t> args);
+
+  mlir::gpu::GPUModuleOp kernelModule() override { return module; }
+  uint32_t input(llvm::StringRef name, mlir::Value, mlir::Type type,
+                 std::vector<int64_t> shape) override {
+    return add(name.str(), rt::BufferKind::kInput, type, std::move(shape));
+  }
+  /// A constant of the entry, "cu_seqlens".
+  uint32_t sequenceOffsets(int64_t sequences, int64_t length) override;
+  uint32_t output(llvm::StringRef name, mlir::Type type,
+                  std::vector<int64_t> shape) override {
+    return add(name.str(), rt::BufferKind::kOutput, type, std::move(shape));
+  }
+  uint32_t temporary(llvm::StringRef name, mlir::Type type,
+                     std::vector<int64_t> shape) override {
+    return add(name.str(), rt::BufferKind::kTemporary, type, std::move(shape));
+  }
+  void launch(llvm::StringRef function, std::array<int64_t, 3> grid,
+              int64_t threads, std::vector<uint32_t> args) override;
 
   GpuEntryPlan plan;
   mlir::gpu::GPUModuleOp module;
@@ -76,7 +119,23 @@ int64_t chooseKdaValueSplit(int64_t sequences, int64_t heads, int64_t chunks,
 int64_t chooseKdaSegments(int64_t sequences, int64_t heads, int64_t chunks,
                           const GpuDeviceModel &device);
 
-/// Plans `op` as entry `name`. Errors name the op and the field at fault.
+/// What buildKdaKernels made of the op's results: the sink's buffers of
+/// `out` and `final_state`, and one line on the strategy (segments, grid).
+struct KdaKernelSequence {
+  uint32_t out = 0, finalState = 0;
+  std::string summary;
+};
+
+/// Generates `op`'s kernels into `sink` and its buffers and launches
+/// (prefill or decode, a producing kimi.kda_gate fused). Checks everything
+/// before the sink sees anything: on failure (an error naming the op and
+/// the field at fault) the sink is untouched.
+llvm::FailureOr<KdaKernelSequence> buildKdaKernels(KdaOp op,
+                                                   KernelSequenceSink &sink,
+                                                   const KdaPlanOptions &options);
+
+/// Plans `op` as entry `name` of a kernel library (buildKdaKernels into a
+/// GpuEntryPlanBuilder).
 llvm::FailureOr<GpuEntryPlan> planKdaEntry(KdaOp op, llvm::StringRef name,
                                            const KdaPlanOptions &options);
 

@@ -9,6 +9,12 @@
 #include "lowering/ToGPU/Rewrites/KdaGpuProgram.h"
 #include "lowering/ToGPU/Rewrites/KernelLaunchSupport.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -22,20 +28,97 @@ using namespace kimi;
 
 namespace {
 
-Type elementTypeOf(MLIRContext *ctx, rt::DType d) {
-  switch (d) {
-  case rt::DType::kF32:
-    return Float32Type::get(ctx);
-  case rt::DType::kBF16:
-    return BFloat16Type::get(ctx);
-  case rt::DType::kF16:
-    return Float16Type::get(ctx);
-  case rt::DType::kI32:
-    return IntegerType::get(ctx, 32);
-  default:
-    return Type();
+/// The sequence as IR at the op: its operands' buffers, allocations for
+/// the rest, and the launches, in the model's module.
+struct KdaLaunchSink final : kimi::gpu::KernelSequenceSink {
+  KdaLaunchSink(OpBuilder &b, Operation *op, mlir::gpu::GPUModuleOp kernels)
+      : b(b), op(op), loc(op->getLoc()), kernels(kernels) {}
+
+  OpBuilder &b;
+  Operation *op;
+  Location loc;
+  mlir::gpu::GPUModuleOp kernels;
+  SmallVector<Value> buffers;
+  /// Set when an operand does not hold the values the kernels read.
+  bool failed = false;
+
+  mlir::gpu::GPUModuleOp kernelModule() override { return kernels; }
+
+  uint32_t add(Value buffer) {
+    buffers.push_back(buffer);
+    return buffers.size() - 1;
   }
-}
+  static int64_t numel(ArrayRef<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  Value alloc(Type type, ArrayRef<int64_t> shape) {
+    return memref::AllocOp::create(b, loc, MemRefType::get({numel(shape)}, type));
+  }
+
+  uint32_t input(StringRef name, Value operand, Type type,
+                 std::vector<int64_t> shape) override {
+    auto operandType = cast<RankedTensorType>(operand.getType());
+    if (operandType.getNumElements() != numel(shape) ||
+        operandType.getElementType() != type) {
+      op->emitOpError("GPU KDA kernels read '")
+          << name << "' as " << RankedTensorType::get(shape, type) << ", it is "
+          << operandType;
+      failed = true;
+      return add(alloc(type, shape)); // unread: the pass fails
+    }
+    return add(kimi::gpu::flatInputBuffer(b, loc, operand));
+  }
+
+  uint32_t sequenceOffsets(int64_t sequences, int64_t length) override {
+    // Computed on the device: a constant tensor would bufferize to a host
+    // global.
+    Type i32 = b.getI32Type();
+    auto tensorType = RankedTensorType::get({sequences + 1}, i32);
+    Value empty = tensor::EmptyOp::create(b, loc, tensorType.getShape(), i32);
+    MLIRContext *c = b.getContext();
+    Value offsets =
+        linalg::GenericOp::create(
+            b, loc, TypeRange{tensorType}, ValueRange{}, ValueRange{empty},
+            ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, c)},
+            ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+            [&](OpBuilder &nb, Location l, ValueRange) {
+              Value i = linalg::IndexOp::create(nb, l, 0);
+              Value scaled = arith::MulIOp::create(
+                  nb, l, i, arith::ConstantIndexOp::create(nb, l, length));
+              linalg::YieldOp::create(
+                  nb, l, ValueRange{arith::IndexCastOp::create(
+                             nb, l, nb.getI32Type(), scaled)});
+            })
+            .getResult(0);
+    return add(bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get({sequences + 1}, i32), offsets, true));
+  }
+
+  uint32_t output(StringRef, Type type, std::vector<int64_t> shape) override {
+    return add(alloc(type, shape));
+  }
+  uint32_t temporary(StringRef, Type type, std::vector<int64_t> shape) override {
+    return add(alloc(type, shape));
+  }
+
+  void launch(StringRef function, std::array<int64_t, 3> grid, int64_t threads,
+              std::vector<uint32_t> args) override {
+    auto fn = kernels.lookupSymbol<mlir::gpu::GPUFuncOp>(function);
+    assert(fn && "a launch of a kernel the sequence did not generate");
+    auto dim = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, loc, v);
+    };
+    SmallVector<Value> operands;
+    for (uint32_t a : args)
+      operands.push_back(buffers[a]);
+    mlir::gpu::LaunchFuncOp::create(
+        b, loc, fn, mlir::gpu::KernelDim3{dim(grid[0]), dim(grid[1]), dim(grid[2])},
+        mlir::gpu::KernelDim3{dim(threads), dim(1), dim(1)}, Value(), operands);
+  }
+};
 
 struct KimiGpuKdaKernels
     : kimi::impl::KimiGpuKdaKernelsBase<KimiGpuKdaKernels> {
@@ -55,16 +138,22 @@ struct KimiGpuKdaKernels
     MLIRContext *ctx = &getContext();
     Location loc = op.getLoc();
     OpBuilder b(op);
-    auto qType = cast<RankedTensorType>(op.getQ().getType());
     // The prefill kernels read bf16 q/k/v/beta and write a bf16 output.
-    Type act = qType.getElementType();
+    Type act = cast<RankedTensorType>(op.getQ().getType()).getElementType();
     SmallVector<Operation *> created;
     KdaOp kernelOp = kimi::gpu::cloneKdaWithActivations(
         b, op, kimi::gpu::kdaKernelActivationType(op), created);
+    KdaGateOp gate = kernelOp.getG().getDefiningOp<KdaGateOp>();
 
-    // Planning: a shape the generators do not cover stays for kimi-lower-kda.
+    // The kernels join the model's under a unique name; a shape the
+    // generators do not cover (checked before anything is emitted) stays
+    // for kimi-lower-kda.
+    OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+    auto kernels = mlir::gpu::GPUModuleOp::create(
+        mb, loc, "kimi_kda_" + std::to_string(index));
+    KdaLaunchSink sink(b, op, kernels);
     std::string why;
-    FailureOr<kimi::gpu::GpuEntryPlan> plan;
+    FailureOr<kimi::gpu::KdaKernelSequence> sequence;
     {
       ScopedDiagnosticHandler quiet(ctx, [&](Diagnostic &d) {
         why = d.str();
@@ -72,134 +161,32 @@ struct KimiGpuKdaKernels
       });
       kimi::gpu::KdaPlanOptions options;
       options.device.smCount = smCount;
-      plan = kimi::gpu::planKdaEntry(kernelOp, "kda" + std::to_string(index),
-                               options);
+      sequence = kimi::gpu::buildKdaKernels(kernelOp, sink, options);
     }
-    if (failed(plan)) {
+    if (failed(sequence)) {
+      kernels.erase();
       for (Operation *c : llvm::reverse(created))
         c->erase();
       op.emitRemark() << "kept for kimi-lower-kda (no GPU kernel): " << why;
       return success();
     }
-
-    // The plan's gpu.module joins the model's kernels under a unique name.
-    auto kernels = *plan->kernels->getOps<mlir::gpu::GPUModuleOp>().begin();
-    kernels->moveBefore(module.getBody(), module.getBody()->end());
-    std::string moduleName = "kimi_kda_" + std::to_string(index++);
-    SymbolTable::setSymbolName(kernels, moduleName);
+    if (sink.failed)
+      return failure();
+    ++index;
     module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(ctx));
 
-    // Buffers by name.
-    KdaGateOp gate = kernelOp.getG().getDefiningOp<KdaGateOp>();
-    auto tensorFor = [&](StringRef name) -> Value {
-      if (name == "q") return kernelOp.getQ();
-      if (name == "k") return kernelOp.getK();
-      if (name == "v") return kernelOp.getV();
-      if (name == "g") return kernelOp.getG();
-      if (name == "beta") return kernelOp.getBeta();
-      if (name == "initial_state" || name == "state")
-        return kernelOp.getInitialState();
-      if (name == "cu_seqlens") return kernelOp.getCuSeqlens();
-      if (gate && name == "z") return gate.getZ();
-      if (gate && name == "a_log") return gate.getALog();
-      if (gate && name == "dt_bias") return gate.getDtBias();
-      return Value();
-    };
-    SmallVector<Value> buffers;
-    Value outBuffer, stateBuffer;
-    for (const rt::BufferSpec &spec : plan->buffers) {
-      int64_t numel = 1;
-      for (int64_t d : spec.shape)
-        numel *= d;
-      auto type = MemRefType::get({numel}, elementTypeOf(ctx, spec.dtype));
-      auto fullType = RankedTensorType::get(spec.shape, type.getElementType());
-      Value buffer;
-      switch (spec.kind) {
-      case rt::BufferKind::kInput: {
-        Value t = tensorFor(spec.name);
-        if (!t)
-          return op.emitOpError("GPU KDA plan input '") << spec.name
-                 << "' has no operand";
-        if (cast<RankedTensorType>(t.getType()).getNumElements() != numel)
-          return op.emitOpError("GPU KDA plan input '") << spec.name
-                 << "' is " << t.getType() << ", the kernels expect "
-                 << fullType;
-        buffer = kimi::gpu::flatInputBuffer(b, loc, t);
-        break;
-      }
-      case rt::BufferKind::kConstant: {
-        // Equal-length sequence offsets i * T, computed on the device: a
-        // constant tensor would bufferize to a host global.
-        if (spec.name != "cu_seqlens")
-          return op.emitOpError("GPU KDA plan constant '") << spec.name
-                 << "' has no device form";
-        int64_t stride = qType.getDimSize(1);
-        auto tensorType = RankedTensorType::get({numel}, type.getElementType());
-        Value empty = tensor::EmptyOp::create(b, loc, tensorType.getShape(),
-                                              tensorType.getElementType());
-        MLIRContext *c = b.getContext();
-        Value offsets =
-            linalg::GenericOp::create(
-                b, loc, TypeRange{tensorType}, ValueRange{}, ValueRange{empty},
-                ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, c)},
-                ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
-                [&](OpBuilder &nb, Location l, ValueRange) {
-                  Value i = linalg::IndexOp::create(nb, l, 0);
-                  Value scaled = arith::MulIOp::create(
-                      nb, l, i, arith::ConstantIndexOp::create(nb, l, stride));
-                  linalg::YieldOp::create(
-                      nb, l, ValueRange{arith::IndexCastOp::create(
-                                 nb, l, nb.getI32Type(), scaled)});
-                })
-                .getResult(0);
-        buffer = bufferization::ToBufferOp::create(b, loc, type, offsets, true);
-        break;
-      }
-      case rt::BufferKind::kInOut:
-        // The caller's tensors are read-only; the plans write new buffers.
-        return op.emitOpError("GPU KDA plan buffer '")
-               << spec.name << "' is updated in place";
-      case rt::BufferKind::kOutput:
-      case rt::BufferKind::kTemporary:
-        buffer = memref::AllocOp::create(b, loc, type);
-        if (spec.name == "out")
-          outBuffer = buffer;
-        if (spec.name == "final_state")
-          stateBuffer = buffer;
-        break;
-      }
-      buffers.push_back(buffer);
-    }
-    if (!outBuffer || !stateBuffer)
-      return op.emitOpError("GPU KDA plan has no 'out' or state buffer");
-
-    for (const rt::LaunchSpec &l : plan->launches) {
-      auto fn = kernels.lookupSymbol<mlir::gpu::GPUFuncOp>(l.function);
-      if (!fn)
-        return op.emitOpError("GPU KDA plan launches unknown kernel '")
-               << l.function << "'";
-      auto dim = [&](uint32_t v) -> Value {
-        return arith::ConstantIndexOp::create(b, loc, v);
-      };
-      SmallVector<Value> args;
-      for (uint32_t a : l.args)
-        args.push_back(buffers[a]);
-      mlir::gpu::LaunchFuncOp::create(
-          b, loc, fn,
-          mlir::gpu::KernelDim3{dim(l.grid[0]), dim(l.grid[1]), dim(l.grid[2])},
-          mlir::gpu::KernelDim3{dim(l.block[0]), dim(l.block[1]), dim(l.block[2])},
-          Value(), args);
-    }
-    auto asTensor = [&](Value buffer, Type full) {
+    auto asTensor = [&](uint32_t buffer, Type full) {
       auto fullType = cast<RankedTensorType>(full);
       SmallVector<OpFoldResult> sizes;
       for (int64_t d : fullType.getShape())
         sizes.push_back(b.getIndexAttr(d));
-      return kimi::gpu::tensorOfFlatBuffer(b, loc, buffer, fullType, sizes);
+      return kimi::gpu::tensorOfFlatBuffer(b, loc, sink.buffers[buffer],
+                                           fullType, sizes);
     };
-    Value out = asTensor(outBuffer, kernelOp.getOut().getType());
-    Value finalState = asTensor(stateBuffer, kernelOp.getFinalState().getType());
+    Value out = asTensor(sequence->out, kernelOp.getOut().getType());
+    Value finalState =
+        asTensor(sequence->finalState, kernelOp.getFinalState().getType());
     op.getOut().replaceAllUsesWith(kimi::gpu::convertElementType(b, loc, out, act));
     op.getFinalState().replaceAllUsesWith(finalState);
     kernelOp.erase();
