@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build ccache gcc g++ python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  libgtest-dev
+  libgtest-dev libxxhash-dev
   libflatbuffers-dev flatbuffers-compiler
   libopenmpi-dev openmpi-bin
 )

@@ -2,6 +2,7 @@
 
 #include "runtime/artifact/reader.h"
 #include "runtime/artifact/artifact_generated.h"
+#include "runtime/artifact/checksum.h"
 #include "runtime/artifact/validate.h"
 #include "runtime/support/text.h"
 
@@ -126,6 +127,8 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
   a.model.layerKinds = str(m->layer_kinds());
   a.model.maxPositions = m->max_position_embeddings();
   a.model.configJson = str(m->config_json());
+  a.model.configDigest = m->config_digest();
+  a.compiler = str(root->compiler());
 
   const fb::Target *t = root->target();
   if (!t)
@@ -144,6 +147,7 @@ StatusOr<ArtifactSpec> convert(const fb::Artifact *root) {
       if (const auto *bytes = k->image())
         img.image.assign(bytes->begin(), bytes->end());
       img.waitsGridDependencies = k->waits_grid_dependencies();
+      img.checksum = k->checksum();
       a.kernels.push_back(std::move(img));
     }
   }
@@ -213,7 +217,7 @@ StatusOr<ArtifactSpec> ArtifactReader::readBytes(const void *data, size_t size) 
     return invalidArtifact(
         "artifact truncated: " + std::to_string(size) + " of " +
         std::to_string(uint64_t(flatbuffers::ReadScalar<uint32_t>(data)) +
-                       kPrefixBytes) +
+                       kPrefixBytes + kArtifactTrailerBytes) +
         " bytes");
   if (size > kMaxArtifactBytes)
     return invalidArtifact("artifact of " + std::to_string(size) +
@@ -224,36 +228,75 @@ StatusOr<ArtifactSpec> ArtifactReader::readBytes(const void *data, size_t size) 
     return invalidArtifact("not a kimi artifact: file identifier is " +
                            quoted(std::string(ident, 4)) + ", expected 'KIMI'");
   uint32_t prefix = flatbuffers::ReadScalar<uint32_t>(bytes);
-  uint64_t expected = uint64_t(prefix) + kPrefixBytes;
+  const uint64_t body = uint64_t(prefix) + kPrefixBytes;
+  const uint64_t expected = body + kArtifactTrailerBytes;
+  if (size == body)
+    return invalidArtifact(
+        "artifact truncated: " + std::to_string(size) + " of " +
+        std::to_string(expected) +
+        " bytes, its checksum trailer missing (cut there, or written before "
+        "format 3: this runtime reads format " +
+        std::to_string(kArtifactFormatVersion) + ", compile it again)");
   if (size < expected)
     return invalidArtifact("artifact truncated: " + std::to_string(size) +
                            " of " + std::to_string(expected) + " bytes");
   if (size > expected)
     return invalidArtifact("artifact has " + std::to_string(size - expected) +
                            " unexpected bytes after its " +
-                           std::to_string(expected) + "-byte buffer");
+                           std::to_string(expected) + " bytes");
+  const uint8_t *trailer = bytes + body;
+  if (std::memcmp(trailer, kArtifactTrailerMagic, 8) != 0)
+    return invalidArtifact("artifact is corrupt: its checksum trailer does "
+                           "not begin with 'KIMIXXH3'");
+  uint64_t recorded = 0;
+  for (int i = 0; i < 8; ++i)
+    recorded |= uint64_t(trailer[8 + i]) << (8 * i);
+  const uint64_t digest = contentDigest(bytes, body);
 
   // Copy into 8-byte aligned storage: the verifier checks alignment.
-  std::vector<uint64_t> storage((size + 7) / 8);
-  std::memcpy(storage.data(), data, size);
+  std::vector<uint64_t> storage((body + 7) / 8);
+  std::memcpy(storage.data(), data, body);
   const uint8_t *buf = reinterpret_cast<const uint8_t *>(storage.data());
 
-  flatbuffers::Verifier verifier(buf, size, verifierOptions());
+  flatbuffers::Verifier verifier(buf, body, verifierOptions());
   if (!fb::VerifySizePrefixedArtifactBuffer(verifier)) {
-    std::string where = locateCorruption(buf, size);
+    std::string where = locateCorruption(buf, body);
     return invalidArtifact(
         "artifact is corrupt: FlatBuffers verification failed" +
         (where.empty() ? std::string(" (too deep or too many tables)")
                        : " in " + where));
   }
-  KIMI_ASSIGN_OR_RETURN(ArtifactSpec spec,
-                        convert(fb::GetSizePrefixedArtifact(buf)));
+  const fb::Artifact *root = fb::GetSizePrefixedArtifact(buf);
+  // Each kernel image against its own checksum, so that a mismatch names
+  // the image at fault; then the whole file, which covers the tables.
+  if (const auto *kernels = root->kernels())
+    for (flatbuffers::uoffset_t i = 0; i < kernels->size(); ++i) {
+      const fb::Kernel *k = kernels->Get(i);
+      const auto *image = k->image();
+      uint64_t d = image ? contentDigest(image->data(), image->size())
+                         : contentDigest(nullptr, 0);
+      if (d != k->checksum())
+        return invalidArtifact("artifact is corrupt: kernel " +
+                               std::to_string(i) + " (" + quoted(str(k->name())) +
+                               ") does not match its checksum (" +
+                               digestText(d) + ", recorded " +
+                               digestText(k->checksum()) + ")");
+    }
+  if (digest != recorded)
+    return invalidArtifact("artifact is corrupt: its tables (or its trailer) "
+                           "do not match the file's checksum (" +
+                           digestText(digest) + ", recorded " +
+                           digestText(recorded) + ")");
+  KIMI_ASSIGN_OR_RETURN(ArtifactSpec spec, convert(root));
+  spec.fileDigest = digest;
   KIMI_RETURN_IF_ERROR(validateArtifact(spec));
   return spec;
 }
 
 StatusOr<ArtifactSpec> ArtifactReader::readFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+  // below as not a regular file (for which the flag changes nothing).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return ioError("cannot open artifact '" + path + "': " + std::strerror(errno));
   struct stat st;

@@ -1,12 +1,15 @@
 //===- reader.h - Opens and verifies a kimi artifact ------------*- C++ -*-===//
 //
 // Reads a `.kimi` file (or bytes) into an `ArtifactSpec`. Every artifact goes
-// through three gates, each with a message that says what and where:
+// through four gates, each with a message that says what and where:
 //   1. framing: size prefix vs actual size ("artifact truncated: 1234 of 5678
-//      bytes"), file identifier "KIMI";
+//      bytes"), file identifier "KIMI", the checksum trailer;
 //   2. the FlatBuffers Verifier (bounds of every table, vector and string);
 //      on failure the section (and element) that fails is named;
-//   3. validateArtifact(): version, ranges, cross references, signatures.
+//   3. the checksums: the file's XXH3-64 against its trailer; on a mismatch
+//      the kernel image whose own checksum fails is named, else the tables;
+//   4. validateArtifact(): version, ranges, cross references, signatures.
+// Nothing of an artifact is loaded or executed before all four pass.
 //
 //===----------------------------------------------------------------------===//
 

@@ -19,8 +19,9 @@ namespace kimi::rt {
 
 /// The artifact format version this runtime writes and reads.
 /// 2: Target.kind (an enum) instead of Target.name; no programs or memory
-/// plan (artifact.fbs).
-inline constexpr uint32_t kArtifactFormatVersion = 2;
+/// plan (artifact.fbs). 3: checksums (a trailer over the whole file, one
+/// per kernel image), the config's digest and the compiler.
+inline constexpr uint32_t kArtifactFormatVersion = 3;
 
 /// Element types; values equal the schema's `DType` enum.
 enum class DType : uint8_t {
@@ -113,6 +114,8 @@ struct ModelInfo {
   std::string layerKinds; // one letter per layer: 'K' or 'M'
   int64_t maxPositions = 0; // 0 = unknown / unlimited
   std::string configJson;
+  /// XXH3-64 of configJson (0 when there is none): set by the writer.
+  uint64_t configDigest = 0;
 };
 
 /// Grid axes a partitioned artifact may have (sub-communicators are made for
@@ -149,6 +152,8 @@ struct KernelImage {
   /// with griddepcontrol.wait: it may be launched with programmatic
   /// dependent launch (kimi-gpu-grid-dependencies).
   bool waitsGridDependencies = false;
+  /// XXH3-64 of `image`: set by the writer, checked by the reader.
+  uint64_t checksum = 0;
 };
 
 struct TensorSpec {
@@ -204,6 +209,10 @@ struct ArtifactSpec {
   std::vector<KernelImage> kernels;
   std::vector<EntrySpec> entries;
   std::vector<WeightSpec> weights;
+  /// What wrote the artifact ("kimi-compile 0.1.0"); may be empty.
+  std::string compiler;
+  /// The XXH3-64 of the file's bytes before its trailer (set by the reader).
+  uint64_t fileDigest = 0;
 
   /// The entry called `name`, or null.
   const EntrySpec *findEntry(const std::string &name) const;

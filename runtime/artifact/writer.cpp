@@ -1,8 +1,11 @@
 //===- writer.cpp - Builds a kimi artifact file ---------------------------===//
 
 #include "runtime/artifact/writer.h"
+#include "runtime/artifact/checksum.h"
 #include "runtime/artifact/validate.h"
 #include "runtime/artifact/artifact_generated.h"
+
+#include <cstring>
 
 
 namespace kimi::rt {
@@ -35,7 +38,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
   const ModelInfo &m = a.model;
   auto model = fb::CreateModelInfo(
       b, b.CreateString(m.modelType), m.vocabSize, m.hiddenSize, m.numLayers,
-      b.CreateString(m.layerKinds), m.maxPositions, b.CreateString(m.configJson));
+      b.CreateString(m.layerKinds), m.maxPositions, b.CreateString(m.configJson),
+      m.configJson.empty() ? 0 : contentDigest(m.configJson.data(), m.configJson.size()));
   auto target = fb::CreateTarget(
       b, a.target.numRanks,
       a.target.gridShape.empty() ? 0 : b.CreateVector(a.target.gridShape),
@@ -50,7 +54,8 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
     auto image = b.CreateVector(k.image);
     kernels.push_back(
         fb::CreateKernel(b, name, static_cast<fb::KernelKind>(k.kind), image,
-                         k.waitsGridDependencies));
+                         k.waitsGridDependencies,
+                         contentDigest(k.image.data(), k.image.size())));
   }
   auto kernelsVec = b.CreateVector(kernels);
 
@@ -105,11 +110,18 @@ std::vector<uint8_t> serializeArtifact(const ArtifactSpec &a) {
   }
   auto weightsVec = b.CreateVector(weights);
 
+  auto compiler = a.compiler.empty() ? 0 : b.CreateString(a.compiler);
   auto root = fb::CreateArtifact(b, a.formatVersion, model, target, kernelsVec,
-                                 entriesVec, weightsVec);
+                                 entriesVec, weightsVec, compiler);
   fb::FinishSizePrefixedArtifactBuffer(b, root);
-  return std::vector<uint8_t>(b.GetBufferPointer(),
-                              b.GetBufferPointer() + b.GetSize());
+  std::vector<uint8_t> bytes(b.GetBufferPointer(),
+                             b.GetBufferPointer() + b.GetSize());
+  // The trailer: the magic and the digest of everything before it.
+  const uint64_t digest = contentDigest(bytes.data(), bytes.size());
+  bytes.insert(bytes.end(), kArtifactTrailerMagic, kArtifactTrailerMagic + 8);
+  for (int i = 0; i < 8; ++i)
+    bytes.push_back(static_cast<uint8_t>(digest >> (8 * i)));
+  return bytes;
 }
 
 uint32_t ArtifactWriter::addKernel(KernelKind kind, std::string name,

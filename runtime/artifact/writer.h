@@ -47,7 +47,9 @@ private:
 };
 
 /// Serialises without any check: a size-prefixed FlatBuffer with identifier
-/// "KIMI". Tests use it to produce artifacts the reader must refuse.
+/// "KIMI" and the checksum trailer (checksum.h), each kernel image's
+/// checksum and the config's digest computed here. Tests use it to produce
+/// artifacts the reader must refuse.
 std::vector<uint8_t> serializeArtifact(const ArtifactSpec &spec);
 
 } // namespace kimi::rt

@@ -7,6 +7,7 @@
 #include "lowering/ToProgram/GpuArtifact.h"
 #include "passes/Passes.h"
 #include "runtime/artifact/writer.h"
+#include "tools/kimi-compile/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -133,6 +134,7 @@ int compileGpuLibraryFile(const std::string &input, const std::string &output,
     out->keep();
     return 0;
   }
+  spec->compiler = kCompilerName;
   rt::ArtifactWriter writer(std::move(*spec));
   rt::Status s = writer.writeFile(output);
   if (!s.ok())

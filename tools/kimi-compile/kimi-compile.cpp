@@ -24,6 +24,7 @@
 #include "lowering/ToGPU/CubinResources.h"
 #include "lowering/ToGPU/GpuSerialize.h"
 #include "lowering/ToProgram/CpuArtifact.h"
+#include "tools/kimi-compile/Version.h"
 #include "GpuKernelLibrary.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -35,9 +36,6 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
-#ifndef KIMI_VERSION
-#define KIMI_VERSION "unknown"
-#endif
 
 namespace cl = llvm::cl;
 using namespace kimi;
@@ -532,6 +530,7 @@ static int compileGpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
       kimi::gpu::compileModelForGpu(module, codegen);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
+  spec.compiler = kCompilerName;
   if (emit == Emit::Artifact) {
     if (llvm::Error e =
             writeCpuArtifact(std::move(spec), compiled->object, outputPath,
@@ -584,6 +583,7 @@ static int compileCpuModel(mlir::ModuleOp module, rt::ArtifactSpec spec,
   llvm::Expected<std::string> so = compileToSharedObject(module, codegen);
   if (!so)
     return fail(llvm::toString(so.takeError()));
+  spec.compiler = kCompilerName;
   if (emit == Emit::Artifact) {
     if (llvm::Error e = writeCpuArtifact(std::move(spec), *so, outputPath))
       return fail(llvm::toString(std::move(e)));
@@ -670,7 +670,7 @@ int main(int argc, char **argv) {
   kimi::registerKimiLoweringPasses();
   kimi::registerKimiPasses();
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "kimi-compile " << KIMI_VERSION << "\n";
+    os << kCompilerName << "\n";
   });
   cl::ParseCommandLineOptions(
       argc, argv,

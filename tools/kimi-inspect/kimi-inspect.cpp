@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/artifact/checksum.h"
 #include "runtime/artifact/reader.h"
 #include "runtime/artifact/validate.h"
 #include <cstdio>
@@ -23,8 +24,10 @@ namespace {
 const char *kUsage =
     "usage: kimi-inspect MODEL.kimi [--weights-only]\n"
     "\n"
-    "Prints a compiled artifact as JSON: format version, model metadata,\n"
-    "target (name, ranks, grid), kernels (kind, bytes), entries (inputs and\n"
+    "Prints a compiled artifact as JSON: format version, the compiler, the\n"
+    "file's checksum (XXH3-64, checked on reading like every kernel's), model\n"
+    "metadata with the config's digest, target (name, ranks, grid), kernels\n"
+    "(kind, bytes, checksum), entries (inputs and\n"
     "outputs with role, dtype and shape; launches and buffers of GPU entries),\n"
     "and the weight manifest: each weight's checkpoint name, logical shape,\n"
     "stored dtype and the bytes one rank holds, then the totals (all weights,\n"
@@ -139,13 +142,16 @@ int main(int argc, char **argv) {
   if (!weightsOnly) {
     const ModelInfo &m = a.model;
     std::printf("  \"format_version\": %u,\n", a.formatVersion);
+    std::printf("  \"compiler\": %s,\n", quoted(a.compiler).c_str());
+    std::printf("  \"checksum\": %s,\n", quoted(digestText(a.fileDigest)).c_str());
     std::printf("  \"model\": {\"model_type\": %s, \"vocab_size\": %lld, "
                 "\"hidden_size\": %lld, \"num_layers\": %d, \"layer_kinds\": "
-                "%s, \"max_positions\": %lld},\n",
+                "%s, \"max_positions\": %lld, \"config_digest\": %s},\n",
                 quoted(m.modelType).c_str(), static_cast<long long>(m.vocabSize),
                 static_cast<long long>(m.hiddenSize), m.numLayers,
                 quoted(m.layerKinds).c_str(),
-                static_cast<long long>(m.maxPositions));
+                static_cast<long long>(m.maxPositions),
+                quoted(m.configDigest ? digestText(m.configDigest) : "").c_str());
     const std::vector<int32_t> axes = a.target.grid();
     const std::vector<int64_t> grid(axes.begin(), axes.end());
     std::printf("  \"target\": {\"name\": %s, \"ranks\": %d, \"grid\": %s, "
@@ -154,10 +160,12 @@ int main(int argc, char **argv) {
                 shapeJson(grid).c_str(), a.target.dataParallel);
     std::printf("  \"kernels\": [");
     for (size_t i = 0; i < a.kernels.size(); ++i)
-      std::printf("%s\n    {\"name\": %s, \"kind\": %s, \"bytes\": %zu}",
+      std::printf("%s\n    {\"name\": %s, \"kind\": %s, \"bytes\": %zu, "
+                  "\"checksum\": %s}",
                   i ? "," : "", quoted(a.kernels[i].name).c_str(),
                   quoted(kernelKindName(a.kernels[i].kind)).c_str(),
-                  a.kernels[i].image.size());
+                  a.kernels[i].image.size(),
+                  quoted(digestText(a.kernels[i].checksum)).c_str());
     std::printf("\n  ],\n  \"entries\": [");
     for (size_t i = 0; i < a.entries.size(); ++i) {
       const EntrySpec &e = a.entries[i];
