@@ -8,6 +8,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Regex.h"
+#include <cmath>
 #include <set>
 
 using namespace kimi;
@@ -253,11 +254,24 @@ private:
   Expected<int64_t> asInteger(StringRef key, const llvm::json::Value &value) {
     if (std::optional<int64_t> i = value.getAsInteger())
       return *i;
+    // An integer literal past int64 (llvm::json keeps it as uint64, or as a
+    // double past that) is out of range, not a non-integer.
+    if (value.getAsUINT64())
+      return error(key, "is out of range (an integer of at most 2^63 - 1)");
+    if (std::optional<double> d = value.getAsNumber())
+      if (std::isfinite(*d) && *d == std::floor(*d))
+        return error(key, "is out of range (an integer of at most 2^63 - 1)");
     return error(key, "must be an integer");
   }
   Expected<double> asNumber(StringRef key, const llvm::json::Value &value) {
-    if (std::optional<double> d = value.getAsNumber())
+    if (std::optional<double> d = value.getAsNumber()) {
+      // 1e400 parses as infinity: a range check written !(x > 0) would let
+      // it through.
+      if (!std::isfinite(*d))
+        return error(key, "must be a finite number (a literal this large "
+                          "overflows a double)");
       return *d;
+    }
     return error(key, "must be a number");
   }
 
@@ -552,10 +566,73 @@ Error readQuantization(FieldReader &parent, ModelConfig &cfg, StringRef source) 
   return Error::success();
 }
 
+/// A config nests a few levels (text_config, linear_attn_config,
+/// quantization_config's lists): 64 is far past any real one.
+constexpr int kMaxJsonDepth = 64;
+
+/// Scans `text` as JSON tokens (strings with their escapes, brackets,
+/// colons) without building anything: refuses nesting deeper than
+/// kMaxJsonDepth and an object that repeats a key (compared as written),
+/// naming the line. Anything else malformed is left to llvm::json::parse.
+Error checkJsonShape(StringRef text, StringRef source) {
+  struct Level {
+    bool object;
+    bool expectKey; // in an object, the next string is a key
+    llvm::StringSet<> keys;
+  };
+  std::vector<Level> stack;
+  int line = 1;
+  auto fail = [&](const llvm::Twine &what) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s: line %d: %s", source.str().c_str(),
+                                   line, what.str().c_str());
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '{' || c == '[') {
+      if (static_cast<int>(stack.size()) >= kMaxJsonDepth)
+        return fail("nested more than " + llvm::Twine(kMaxJsonDepth) +
+                    " levels deep");
+      stack.push_back({c == '{', c == '{', {}});
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty())
+        stack.pop_back();
+    } else if (c == ',') {
+      if (!stack.empty() && stack.back().object)
+        stack.back().expectKey = true;
+    } else if (c == '"') {
+      size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') {
+        if (text[end] == '\\')
+          ++end;
+        if (end < text.size() && text[end] == '\n')
+          ++line;
+        ++end;
+      }
+      if (end >= text.size())
+        return Error::success(); // unterminated: the parser says so
+      if (!stack.empty() && stack.back().object && stack.back().expectKey) {
+        StringRef key = text.slice(i + 1, end);
+        if (!stack.back().keys.insert(key).second)
+          return fail("key '" + key + "' appears twice in one object");
+        stack.back().expectKey = false;
+      }
+      i = end;
+    }
+  }
+  return Error::success();
+}
+
 } // namespace
 
 Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
                                              const ConfigReadOptions &options) {
+  // Depth and duplicate keys first: llvm::json::parse recurses once a level
+  // (10^5 levels overflow the stack) and keeps the last of duplicate keys.
+  if (Error e = checkJsonShape(text, source))
+    return std::move(e);
   Expected<llvm::json::Value> json = llvm::json::parse(text);
   if (!json)
     return llvm::createStringError(
