@@ -186,7 +186,10 @@ Status SafetensorsFile::parse(const uint8_t *bytes, uint64_t size) {
     tensors_.push_back(std::move(t));
   }
 
-  // No two tensors may share bytes.
+  // No two tensors may share bytes, and every byte of the data section
+  // belongs to one (the format's rule: no holes). A header length cut short
+  // into the header's padding still parses, and would move every tensor by
+  // as many bytes; the data then no longer ends where the last tensor does.
   std::vector<const TensorView *> sorted;
   for (const TensorView &t : tensors_)
     if (t.nbytes)
@@ -205,6 +208,21 @@ Status SafetensorsFile::parse(const uint8_t *bytes, uint64_t size) {
                          std::to_string(b->offset) + ", " +
                          std::to_string(b->offset + b->nbytes) + "))");
   }
+  uint64_t covered = 0; // the data section's bytes [0, covered) are indexed
+  for (const TensorView *t : sorted) {
+    if (t->offset != covered)
+      return headerError("bytes [" + std::to_string(covered) + ", " +
+                         std::to_string(t->offset) +
+                         ") of the data section belong to no tensor (before " +
+                         quoted(t->name) + ")");
+    covered = t->offset + t->nbytes;
+  }
+  if (covered != dataSize)
+    return headerError(
+        "the data section is " + std::to_string(dataSize) +
+        " bytes but its tensors end at byte " + std::to_string(covered) +
+        " (a header length that does not match the header moves every "
+        "tensor)");
   return Status::ok();
 }
 
@@ -222,7 +240,9 @@ SafetensorsFile::fromBytes(std::vector<uint8_t> bytes, const std::string &label)
 StatusOr<std::unique_ptr<SafetensorsFile>>
 SafetensorsFile::open(const std::string &path) {
   const std::string label = "safetensors " + quoted(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO must not wait for a writer; it is refused below as
+  // not a regular file (for which the flag changes nothing).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return ioError("cannot open " + label + ": " + std::strerror(errno));
   struct stat st;

@@ -48,12 +48,13 @@ TEST(ArtifactIntegrity, SeededByteFlipsAreAllRefused) {
   ASSERT_EQ(clean->fileDigest, contentDigest(original.data(), original.size() - 16));
   std::mt19937_64 rng(20261207);
   int kernel = 0, tables = 0, verifier = 0, framing = 0;
+  std::vector<uint8_t> bytes = original; // changed and restored in place
   for (int iter = 0; iter < 10000; ++iter) {
-    std::vector<uint8_t> bytes = original;
     const size_t at = rng() % bytes.size();
     const uint8_t was = bytes[at];
     bytes[at] = static_cast<uint8_t>(was ^ (1 + rng() % 255)); // never unchanged
     auto spec = ArtifactReader::readBytes(bytes.data(), bytes.size());
+    bytes[at] = was;
     ASSERT_FALSE(spec.isOk()) << "byte " << at << " changed, artifact accepted";
     ASSERT_EQ(spec.status().code(), StatusCode::kInvalidArtifact);
     const std::string &m = spec.status().message();

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace kimi::rt;
@@ -201,6 +202,18 @@ TEST(Artifact, FileRoundTripAndIoErrors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kIo);
   EXPECT_NE(missing.status().message().find("cannot open artifact '/nonexistent/model.kimi'"),
             std::string::npos);
+}
+
+TEST(Artifact, FifoIsRefusedWithoutWaiting) {
+  const std::string path = ::testing::TempDir() + "/fifo.kimi";
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // Without a writer, a blocking open() would wait here forever.
+  auto read = ArtifactReader::readFile(path);
+  ::unlink(path.c_str());
+  ASSERT_FALSE(read.isOk());
+  EXPECT_NE(read.status().message().find("is not a regular file"), std::string::npos)
+      << read.status().message();
 }
 
 TEST(Artifact, FramingErrors) {

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -263,6 +266,52 @@ TEST(Safetensors, MalformedHeadersAreErrors) {
         << c.what << ": got \"" << error << "\"";
     EXPECT_NE(error.find("safetensors 'test.safetensors'"), std::string::npos) << c.what;
   }
+}
+
+TEST(Safetensors, EveryDataByteBelongsToATensor) {
+  // A header padded with spaces (as writers align it), its length then cut
+  // into the padding: the JSON still parses, and every tensor would move by
+  // the bytes cut. The data no longer ends where the last tensor does.
+  const std::string header =
+      R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  std::string padded = header + std::string(8 - header.size() % 8, ' ');
+  std::vector<uint8_t> data = {1, 2, 3, 4};
+  ASSERT_EQ(parseError(fileWithHeader(padded, data)), "");
+  std::vector<uint8_t> cut = fileWithHeader(padded, data);
+  cut[0] = static_cast<uint8_t>(header.size()); // the padding now data
+  EXPECT_NE(parseError(cut).find("the data section is " +
+                                 std::to_string(4 + padded.size() - header.size()) +
+                                 " bytes but its tensors end at byte 4"),
+            std::string::npos)
+      << parseError(cut);
+  // A hole between two tensors, and bytes past the last.
+  const std::string holed =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+      R"("b":{"dtype":"U8","shape":[1],"data_offsets":[3,4]}})";
+  EXPECT_NE(parseError(fileWithHeader(holed, data))
+                .find("bytes [2, 3) of the data section belong to no tensor "
+                      "(before 'b')"),
+            std::string::npos)
+      << parseError(fileWithHeader(holed, data));
+  std::vector<uint8_t> longer = data;
+  longer.push_back(5);
+  EXPECT_NE(parseError(fileWithHeader(header, longer))
+                .find("the data section is 5 bytes but its tensors end at "
+                      "byte 4"),
+            std::string::npos);
+}
+
+TEST(Safetensors, FifoIsRefusedWithoutWaiting) {
+  const std::string path = ::testing::TempDir() + "/fifo.safetensors";
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // Without a writer, a blocking open() would wait here forever.
+  auto file = SafetensorsFile::open(path);
+  ::unlink(path.c_str());
+  ASSERT_FALSE(file.isOk());
+  EXPECT_NE(file.status().message().find("is not a regular file"),
+            std::string::npos)
+      << file.status().message();
 }
 
 TEST(Safetensors, TruncatedFileIsAnError) {
