@@ -10,6 +10,7 @@
 #include "runtime/artifact/reader.h"
 #include "runtime/artifact/validate.h"
 #include "runtime/artifact/writer.h"
+#include "TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +18,6 @@
 #include <cstdio>
 #include <functional>
 #include <random>
-#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace kimi::rt;
@@ -205,12 +205,10 @@ TEST(Artifact, FileRoundTripAndIoErrors) {
 }
 
 TEST(Artifact, FifoIsRefusedWithoutWaiting) {
-  const std::string path = ::testing::TempDir() + "/fifo.kimi";
-  ::unlink(path.c_str());
-  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  kimi::test::ScopedFifo fifo("fifo.kimi");
+  ASSERT_TRUE(fifo.made());
   // Without a writer, a blocking open() would wait here forever.
-  auto read = ArtifactReader::readFile(path);
-  ::unlink(path.c_str());
+  auto read = ArtifactReader::readFile(fifo.path());
   ASSERT_FALSE(read.isOk());
   EXPECT_NE(read.status().message().find("is not a regular file"), std::string::npos)
       << read.status().message();

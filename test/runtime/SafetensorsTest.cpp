@@ -3,11 +3,9 @@
 #include "runtime/weights/json.h"
 #include "runtime/weights/safetensors.h"
 #include "runtime/weights/safetensors_writer.h"
+#include "TestFiles.h"
 
 #include <gtest/gtest.h>
-
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -302,12 +300,10 @@ TEST(Safetensors, EveryDataByteBelongsToATensor) {
 }
 
 TEST(Safetensors, FifoIsRefusedWithoutWaiting) {
-  const std::string path = ::testing::TempDir() + "/fifo.safetensors";
-  ::unlink(path.c_str());
-  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  kimi::test::ScopedFifo fifo("fifo.safetensors");
+  ASSERT_TRUE(fifo.made());
   // Without a writer, a blocking open() would wait here forever.
-  auto file = SafetensorsFile::open(path);
-  ::unlink(path.c_str());
+  auto file = SafetensorsFile::open(fifo.path());
   ASSERT_FALSE(file.isOk());
   EXPECT_NE(file.status().message().find("is not a regular file"),
             std::string::npos)
