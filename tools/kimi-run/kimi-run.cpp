@@ -171,6 +171,37 @@ struct RunOptions {
   bool help = false;
 };
 
+/// Whether `a` and `b` name one existing file (or are the same path).
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  if (a == b)
+    return true;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/// The outputs never write over an input of the run, or over each other.
+Status checkOutputs(const RunOptions &o) {
+  std::vector<std::pair<std::string, std::string>> inputs = {{"the artifact", o.model}};
+  for (const std::string &w : o.weightArgs)
+    inputs.push_back({"--weights", w});
+  for (auto [flag, path] : {std::pair<const char *, std::string>{"--save-weights", o.saveWeights},
+                            {"--dump-logits", o.dumpLogits}}) {
+    if (path.empty())
+      continue;
+    for (const auto &[what, input] : inputs)
+      if (sameFile(path, input))
+        return invalidArgument(std::string(flag) + " '" + path + "' is " + what +
+                               " '" + input + "': kimi-run never writes over "
+                               "its inputs");
+  }
+  if (!o.saveWeights.empty() && !o.dumpLogits.empty() &&
+      sameFile(o.saveWeights, o.dumpLogits))
+    return invalidArgument("--save-weights and --dump-logits name one file '" +
+                           o.dumpLogits + "'");
+  return Status::ok();
+}
+
 /// Parses argv; an error names the option at fault.
 StatusOr<RunOptions> parseArgs(int argc, char **argv) {
   RunOptions o;
@@ -237,6 +268,10 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
     return invalidArgument("no model given (see --help)");
   if (o.weightArgs.empty() == (o.randomSeed < 0))
     return invalidArgument("give exactly one of --weights and --random-weights");
+  if (!o.saveWeights.empty() && o.randomSeed < 0)
+    return invalidArgument("--save-weights keeps --random-weights in a file; "
+                           "with --weights the weights are files already");
+  KIMI_RETURN_IF_ERROR(checkOutputs(o));
   if (o.promptIds.empty() == (o.promptRandom == 0))
     return invalidArgument("give exactly one of --prompt-ids and --prompt-random");
   return o;
@@ -366,8 +401,9 @@ StatusOr<int64_t> printSequences(const Generation &g, const ArtifactSpec &spec,
     // Sequence seq = group * B + b, held by the group's first rank.
     const size_t holder = size_t(seq / B) * size_t(perGroup), b = size_t(seq % B);
     const size_t at = holder * size_t(B) + b;
-    if (dump)
-      std::fwrite(allRows.data() + at * rowsPer, sizeof(float), rowsPer, dump);
+    if (dump && std::fwrite(allRows.data() + at * rowsPer, sizeof(float),
+                            rowsPer, dump) != rowsPer)
+      return ioError(std::string("writing the logits: ") + std::strerror(errno));
     dumpedRows += static_cast<int64_t>(rowsPer) / vocab;
     if (sequences == 1)
       std::printf("generated:");
@@ -533,10 +569,12 @@ int main(int argc, char **argv) {
     return fail(generated.status().message());
   StatusOr<int64_t> dumpedRows =
       printSequences(generated.value(), *spec, ranks, B, keepRows, dump);
-  if (dump)
-    std::fclose(dump);
+  // Every write is checked, the last ones (buffered) at the close.
+  if (dump && std::fclose(dump) != 0 && dumpedRows.isOk())
+    dumpedRows = ioError(std::string("writing the logits: ") + std::strerror(errno));
   if (!dumpedRows.isOk())
-    return fail(dumpedRows.status().message());
+    return fail("--dump-logits '" + o.dumpLogits + "': " +
+                dumpedRows.status().message());
   printCounters(s.counters());
   if (dump)
     std::printf("logits: %lld rows x %lld written to %s\n",
