@@ -267,26 +267,29 @@ StatusOr<ArtifactSpec> ArtifactReader::readBytes(const void *data, size_t size) 
                        : " in " + where));
   }
   const fb::Artifact *root = fb::GetSizePrefixedArtifact(buf);
-  // Each kernel image against its own checksum, so that a mismatch names
-  // the image at fault; then the whole file, which covers the tables.
-  if (const auto *kernels = root->kernels())
-    for (flatbuffers::uoffset_t i = 0; i < kernels->size(); ++i) {
-      const fb::Kernel *k = kernels->Get(i);
-      const auto *image = k->image();
-      uint64_t d = image ? contentDigest(image->data(), image->size())
-                         : contentDigest(nullptr, 0);
-      if (d != k->checksum())
-        return invalidArtifact("artifact is corrupt: kernel " +
-                               std::to_string(i) + " (" + quoted(str(k->name())) +
-                               ") does not match its checksum (" +
-                               digestText(d) + ", recorded " +
-                               digestText(k->checksum()) + ")");
-    }
-  if (digest != recorded)
+  // The file's digest covers every byte; only when it differs are the
+  // kernel images hashed again, each against its own checksum, to name the
+  // section at fault (an image, else the tables).
+  if (digest != recorded) {
+    if (const auto *kernels = root->kernels())
+      for (flatbuffers::uoffset_t i = 0; i < kernels->size(); ++i) {
+        const fb::Kernel *k = kernels->Get(i);
+        const auto *image = k->image();
+        uint64_t d = image ? contentDigest(image->data(), image->size())
+                           : contentDigest(nullptr, 0);
+        if (d != k->checksum())
+          return invalidArtifact("artifact is corrupt: kernel " +
+                                 std::to_string(i) + " (" +
+                                 quoted(str(k->name())) +
+                                 ") does not match its checksum (" +
+                                 digestText(d) + ", recorded " +
+                                 digestText(k->checksum()) + ")");
+      }
     return invalidArtifact("artifact is corrupt: its tables (or its trailer) "
                            "do not match the file's checksum (" +
                            digestText(digest) + ", recorded " +
                            digestText(recorded) + ")");
+  }
   KIMI_ASSIGN_OR_RETURN(ArtifactSpec spec, convert(root));
   spec.fileDigest = digest;
   KIMI_RETURN_IF_ERROR(validateArtifact(spec));
