@@ -77,17 +77,29 @@ std::string verifyExpertProductSpec(const ExpertProductSpec &s) {
   return "";
 }
 
+namespace {
+/// An MXFP4 cp.async stage (mxfp4AsyncLoop): the rows' bf16 values, the
+/// codes' bytes, the scales' bytes, then the scales' region with a
+/// thread's 4 bytes of scratch each.
+struct Mxfp4Stage {
+  int64_t aElems, codeBytes, scaleBytes, scaleStage;
+  int64_t bytes() const { return 2 * aElems + codeBytes + scaleStage; }
+};
+Mxfp4Stage mxfp4Stage(const ExpertProductSpec &s) {
+  const int64_t D = ExpertProductSpec::kMxfp4StageDepth;
+  const int64_t tableRows = s.tables() * s.tileN();
+  const int64_t scaleBytes = tableRows * (D / 32);
+  return {s.tileM * D, tableRows * (D / 2), scaleBytes,
+          scaleBytes + kExpertProductThreads * (D / 32)};
+}
+} // namespace
+
 int64_t expertProductSharedBytes(const ExpertProductSpec &s) {
   if (!s.asyncCopies())
     return 0;
   if (s.bf16Tables)
     return s.asyncStages() * 2 * (s.tileM + s.tables() * s.tileN()) * kLd;
-  // Per stage: the rows (bf16), the codes, the scales and 4 bytes of
-  // scratch a thread (ExpertProductEmitter::mxfp4Stage).
-  const int64_t D = ExpertProductSpec::kMxfp4StageDepth;
-  const int64_t tableRows = s.tables() * s.tileN();
-  return s.asyncStages() * (2 * s.tileM * D + tableRows * (D / 2) +
-                            tableRows * (D / 32) + kExpertProductThreads * (D / 32));
+  return s.asyncStages() * mxfp4Stage(s).bytes();
 }
 
 int64_t chooseExpertProductTileM(int64_t rows, int64_t experts) {
@@ -179,16 +191,6 @@ struct ExpertProductEmitter {
             }
         }
     }
-  }
-
-  /// An MXFP4 cp.async stage: A's bf16 values, the codes' bytes, and the
-  /// scales' bytes (then a thread's 4 bytes of scratch each).
-  struct Mxfp4Stage { int64_t aElems, codeBytes, scaleBytes, scaleStage; };
-  Mxfp4Stage mxfp4Stage() const {
-    const int64_t D = ExpertProductSpec::kMxfp4StageDepth;
-    const int64_t scaleBytes = tables * TN * (D / 32);
-    return {TM * D, tables * TN * (D / 2), scaleBytes,
-            scaleBytes + kExpertProductThreads * (D / 32)};
   }
 
   scf::ForOp registerLoop(mlir::gpu::GPUModuleOp module, StringRef name,
@@ -492,7 +494,7 @@ scf::ForOp ExpertProductEmitter::mxfp4AsyncLoop(SmallVector<Value> init) {
   Type bf16 = b.getBF16Type(), i8 = b.getI8Type();
   const int64_t D = ExpertProductSpec::kMxfp4StageDepth;
   const int64_t stages = s.asyncStages(), steps = s.k / D;
-  const Mxfp4Stage m = mxfp4Stage();
+  const Mxfp4Stage m = mxfp4Stage(s);
   const int64_t aElems = m.aElems, codeBytes = m.codeBytes,
                 scaleBytes = m.scaleBytes, scaleStage = m.scaleStage;
   Value aTile = e.dynamicSharedBuffer(0, stages * aElems, bf16);
@@ -562,7 +564,7 @@ void ExpertProductEmitter::mxfp4Products(SmallVector<Acc> &acc, Value aTile,
   Location loc = e.loc;
   Type i8 = b.getI8Type(), i32 = b.getI32Type(), bf16 = b.getBF16Type();
   const int64_t D = ExpertProductSpec::kMxfp4StageDepth;
-  const Mxfp4Stage m = mxfp4Stage();
+  const Mxfp4Stage m = mxfp4Stage(s);
   Value aBase = e.mul(st, e.idx(m.aElems));
   Value codeBase = e.mul(st, e.idx(m.codeBytes));
   Value scaleBase = e.mul(st, e.idx(m.scaleStage));
