@@ -195,11 +195,11 @@ struct ExpertProductEmitter {
 
   scf::ForOp registerLoop(mlir::gpu::GPUModuleOp module, StringRef name,
                           SmallVector<Value> init);
-  scf::ForOp bf16AsyncLoop(SmallVector<Value> init);
-  scf::ForOp mxfp4AsyncLoop(SmallVector<Value> init);
+  SmallVector<Value> bf16AsyncLoop(SmallVector<Value> init);
+  SmallVector<Value> mxfp4AsyncLoop(SmallVector<Value> init);
   void mxfp4Products(SmallVector<Acc> &acc, Value aTile, Value codeTile,
                      Value scaleTile, Value stage);
-  void epilogue(scf::ForOp loop);
+  void epilogue(ValueRange results);
 
   void emit(mlir::gpu::GPUModuleOp module, StringRef name) {
     OpBuilder &b = e.b;
@@ -223,10 +223,11 @@ struct ExpertProductEmitter {
     rowBase = e.mul(m0, e.idx(s.k));
     tableRow0 = e.add(e.mul(ex, e.idx(s.n)), n0);
     SmallVector<Value> init(tables * accPerTable, e.f32(0.0));
-    scf::ForOp loop = !s.asyncCopies() ? registerLoop(module, name, init)
-                      : s.bf16Tables   ? bf16AsyncLoop(init)
-                                       : mxfp4AsyncLoop(init);
-    epilogue(loop);
+    SmallVector<Value> results =
+        !s.asyncCopies() ? SmallVector<Value>(registerLoop(module, name, init).getResults())
+        : s.bf16Tables   ? bf16AsyncLoop(init)
+                         : mxfp4AsyncLoop(init);
+    epilogue(results);
   }
 };
 
@@ -372,11 +373,12 @@ scf::ForOp ExpertProductEmitter::registerLoop(mlir::gpu::GPUModuleOp module,
   return loop;
 }
 
-/// A step's async copies into stage kb mod stages, each `Copy` a piece
-/// whose source moves by `step` elements a step; returns their group. A
-/// step past the last copies nothing (its group still counts, so every
-/// trip waits for the same number of groups). Invalid pieces copy 0
-/// elements and are zero-filled.
+/// A step's async copies into stage `stage` (kb mod stages, a constant:
+/// the pipeline is unrolled by its stages), each `Copy` a piece whose
+/// source moves by `step` elements a step; returns their group. A step
+/// past the last copies nothing (its group still counts, so every trip
+/// waits for the same number of groups). Invalid pieces copy 0 elements
+/// and are zero-filled.
 struct AsyncCopy {
   Value dst, src;       // the stage-0 shared buffer and the source
   Value to, from, count; // offsets (elements), elements copied (else 0)
@@ -384,10 +386,9 @@ struct AsyncCopy {
 };
 
 Value issueAsyncCopies(KernelEmitter &e, ArrayRef<AsyncCopy> copies, Value kb,
-                       int64_t steps, int64_t stages) {
+                       int64_t stage, int64_t steps) {
   OpBuilder &b = e.b;
   Value inRange = e.ult(kb, e.idx(steps));
-  Value st = e.remu(kb, e.idx(stages));
   Value kc = e.minu(kb, e.idx(steps - 1));
   auto token = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   SmallVector<Value> tokens;
@@ -397,7 +398,7 @@ Value issueAsyncCopies(KernelEmitter &e, ArrayRef<AsyncCopy> copies, Value kb,
     // (L1 is bypassed for 16-byte copies, the only size that may.)
     tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
         b, e.loc, token, c.dst,
-        ValueRange{e.add(e.mul(st, e.idx(c.stageElements)), c.to)}, c.src,
+        ValueRange{e.add(c.to, e.idx(stage * c.stageElements))}, c.src,
         ValueRange{e.add(c.from, e.mul(kc, e.idx(c.step)))},
         b.getIndexAttr(c.elements), e.select(inRange, c.count, e.idx(0)),
         bytes == 16 ? b.getUnitAttr() : UnitAttr()));
@@ -409,38 +410,55 @@ Value issueAsyncCopies(KernelEmitter &e, ArrayRef<AsyncCopy> copies, Value kb,
 /// first; trip kb waits for step kb's group (stages - 2 later ones may
 /// still fly), then issues step kb + stages - 1 into the stage trip kb - 1
 /// read: the barrier between them orders every warp's reads of it before
-/// the copies. `body` multiplies stage kb mod stages.
-scf::ForOp asyncPipeline(
+/// the copies. `body` multiplies stage kb mod stages. The loop runs rounds
+/// of `stages` trips, unrolled, and the steps % stages trips left follow
+/// it: every trip's stage is a constant, so each shared-memory address is
+/// a per-thread base plus an immediate offset (with the stage a loop
+/// value, every address was recomputed every trip: most of the
+/// instructions a product issued). Returns the accumulators.
+SmallVector<Value> asyncPipeline(
     KernelEmitter &e, ArrayRef<AsyncCopy> copies, int64_t steps, int64_t stages,
     ValueRange init,
     function_ref<SmallVector<Value>(ValueRange, Value stage)> body) {
   OpBuilder &b = e.b;
+  // (The waits count groups; their token operand is the prologue's last.)
   Value last;
   for (int64_t st = 0; st + 1 < stages; ++st)
-    last = issueAsyncCopies(e, copies, e.idx(st), steps, stages);
-  auto loop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(steps), e.idx(1), init);
-  {
-    OpBuilder::InsertionGuard lg(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value kb = loop.getInductionVar();
+    last = issueAsyncCopies(e, copies, e.idx(st), st, steps);
+  auto trip = [&](Value kb, int64_t stage, ValueRange acc) {
     nvgpu::DeviceAsyncWaitOp::create(b, e.loc, last,
                                      b.getI32IntegerAttr(stages - 2));
     e.barrier();
-    issueAsyncCopies(e, copies, e.add(kb, e.idx(stages - 1)), steps, stages);
-    scf::YieldOp::create(
-        b, e.loc, body(loop.getRegionIterArgs(), e.remu(kb, e.idx(stages))));
+    issueAsyncCopies(e, copies, e.add(kb, e.idx(stages - 1)),
+                     (stage + stages - 1) % stages, steps);
+    return body(acc, e.idx(stage));
+  };
+  const int64_t rounds = steps / stages;
+  SmallVector<Value> acc(init.begin(), init.end());
+  if (rounds > 0) {
+    auto loop = scf::ForOp::create(b, e.loc, e.idx(0), e.idx(rounds * stages),
+                                   e.idx(stages), acc);
+    OpBuilder::InsertionGuard lg(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> it(loop.getRegionIterArgs());
+    for (int64_t j = 0; j < stages; ++j)
+      it = trip(e.add(loop.getInductionVar(), e.idx(j)), j, it);
+    scf::YieldOp::create(b, e.loc, it);
+    acc.assign(loop.getResults().begin(), loop.getResults().end());
   }
+  for (int64_t kb = rounds * stages; kb < steps; ++kb)
+    acc = trip(e.idx(kb), kb % stages, acc);
   // The last trips' empty groups complete before the block ends.
   auto token = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   Value drain = nvgpu::DeviceAsyncCreateGroupOp::create(b, e.loc, token, ValueRange{});
   nvgpu::DeviceAsyncWaitOp::create(b, e.loc, drain, b.getI32IntegerAttr(0));
-  return loop;
+  return acc;
 }
 
 /// bf16 rows and tables: 32-deep stages of both, copied as they are into
 /// tiles of row stride kLd (16-byte pieces; 8 bytes for a 32-row tile, so
 /// that every thread copies one).
-scf::ForOp ExpertProductEmitter::bf16AsyncLoop(SmallVector<Value> init) {
+SmallVector<Value> ExpertProductEmitter::bf16AsyncLoop(SmallVector<Value> init) {
   Type bf16 = e.b.getBF16Type();
   const int64_t stages = s.asyncStages(), steps = s.k / kDepth;
   const int64_t aElems = TM * kLd, bElems = TN * kLd;
@@ -489,7 +507,7 @@ scf::ForOp ExpertProductEmitter::bf16AsyncLoop(SmallVector<Value> init) {
 /// word of codes a table row, decoded in registers: no decoded tile, no
 /// second barrier. The stages are swizzled against bank conflicts: row r's
 /// 16-byte piece c of A at c ^ 4 (r & 1), of the codes at c ^ (r / 2 % 4).
-scf::ForOp ExpertProductEmitter::mxfp4AsyncLoop(SmallVector<Value> init) {
+SmallVector<Value> ExpertProductEmitter::mxfp4AsyncLoop(SmallVector<Value> init) {
   OpBuilder &b = e.b;
   Type bf16 = b.getBF16Type(), i8 = b.getI8Type();
   const int64_t D = ExpertProductSpec::kMxfp4StageDepth;
@@ -667,14 +685,33 @@ void ExpertProductEmitter::mxfp4Products(SmallVector<Acc> &acc, Value aTile,
 
 /// Two adjacent columns a register pair, rows within the count; the GLU of
 /// gate and up where there are two tables.
-void ExpertProductEmitter::epilogue(scf::ForOp loop) {
+void ExpertProductEmitter::epilogue(ValueRange results) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   Type outType = s.bf16Out ? b.getBF16Type() : b.getF32Type();
   const int64_t N = s.n;
   Value outBase = e.mul(m0, e.idx(N));
+  // The GLU of gate v and up u. Stored as bf16, it is computed through the
+  // SFU (fastTanh, fastSigmoid: relative error below 2^-17, far under
+  // bf16's 2^-9) and with divisions by beta as products by 1/beta: with
+  // libdevice's tanhf and a correctly rounded division, the epilogue of a
+  // 1024-deep gate/up tile issued about as many instructions as its
+  // products. Stored as f32 (the reference configuration) it is exact.
+  auto glu = [&](Value v, Value u) -> Value {
+    if (!s.bf16Out)
+      return s.situ ? lowering::situ(b, loc, v, u, s.beta, s.linearBeta)
+                    : lowering::siluGlu(b, loc, v, u);
+    if (!s.situ)
+      return e.fmul(e.fmul(v, e.fastSigmoid(v)), u);
+    // SiTU: beta tanh(g / beta) sigmoid(g) * linearBeta tanh(u / linearBeta).
+    Value left = e.fmul(e.fmul(e.f32(s.beta), e.fastTanh(e.fmul(v, e.f32(1.0 / s.beta)))),
+                        e.fastSigmoid(v));
+    Value right = e.fmul(e.f32(s.linearBeta),
+                         e.fastTanh(e.fmul(u, e.f32(1.0 / s.linearBeta))));
+    return e.fmul(left, right);
+  };
   auto result = [&](int t, int64_t tile, int64_t half, int64_t l) {
-    return loop.getResult(t * accPerTable + 4 * tile + 2 * half + l);
+    return results[t * accPerTable + 4 * tile + 2 * half + l];
   };
   for (int64_t i = 0; i < MI; ++i)
     for (int64_t half = 0; half < 2; ++half) {
@@ -691,8 +728,7 @@ void ExpertProductEmitter::epilogue(scf::ForOp loop) {
           Value v = result(0, NT * i + nt, half, l);
           if (s.glu) {
             Value u = result(1, NT * i + nt, half, l);
-            v = s.situ ? lowering::situ(b, loc, v, u, s.beta, s.linearBeta)
-                       : lowering::siluGlu(b, loc, v, u);
+            v = glu(v, u);
           }
           pair.push_back(s.bf16Out ? e.fromF32(v, outType) : v);
         }

@@ -71,6 +71,23 @@ Value KernelEmitter::fastExp(Value a) {
 Value KernelEmitter::fastRcp(Value a) {
   return NVVM::RcpApproxFtzF32Op::create(b, loc, b.getF32Type(), a);
 }
+Value KernelEmitter::fma(Value a, Value c, Value d) {
+  return math::FmaOp::create(b, loc, a, c, d);
+}
+Value KernelEmitter::fastSigmoid(Value a) {
+  return fastRcp(fadd(f32(1.0), fastExp(fneg(a))));
+}
+Value KernelEmitter::fastTanh(Value a) {
+  Value a2 = fmul(a, a);
+  Value series =
+      fmul(a, fma(a2, fma(a2, f32(2.0 / 15.0), f32(-1.0 / 3.0)), f32(1.0)));
+  // e^2a overflows to inf for large a: rcp(inf) = 0, so 1; e^2a -> 0: -1.
+  Value wide = fma(f32(-2.0), fastRcp(fadd(fastExp(fmul(a, f32(2.0))), f32(1.0))),
+                   f32(1.0));
+  Value small = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, fabs(a),
+                                      f32(1.0 / 16.0));
+  return select(small, series, wide);
+}
 Value KernelEmitter::log1p(Value a) { return math::Log1pOp::create(b, loc, a); }
 Value KernelEmitter::fmax(Value a, Value c) {
   return arith::MaximumFOp::create(b, loc, a, c);

@@ -70,12 +70,23 @@ public:
   mlir::Value fsub(mlir::Value a, mlir::Value c);
   mlir::Value fmul(mlir::Value a, mlir::Value c);
   mlir::Value fneg(mlir::Value a);
+  /// a * c + d rounded once (math.fma: PTX fma.rn.f32). Separate fmul and
+  /// fadd stay separate: without contraction flags LLVM emits mul.rn and
+  /// add.rn, which ptxas does not fuse.
+  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
   mlir::Value exp(mlir::Value a);
   /// exp through the SFU's ex2.approx (relative error ~2^-22): for values
   /// headed for bf16 where a libdevice expf's extra accuracy is invisible.
   mlir::Value fastExp(mlir::Value a);
   /// rcp.approx.ftz.f32 (about 1 ulp).
   mlir::Value fastRcp(mlir::Value a);
+  /// 1 / (1 + e^-a) through fastExp and fastRcp (relative error ~2^-21).
+  mlir::Value fastSigmoid(mlir::Value a);
+  /// tanh through fastExp and fastRcp: 1 - 2 / (e^2a + 1), or for |a| <
+  /// 1/16, where that form cancels, a (1 - a^2/3 + 2a^4/15); relative
+  /// error below 2^-17 everywhere (libdevice's tanhf is some 25
+  /// instructions; this is 2 SFU operations and a few FMAs).
+  mlir::Value fastTanh(mlir::Value a);
   mlir::Value log1p(mlir::Value a);
   mlir::Value fmax(mlir::Value a, mlir::Value c);
   mlir::Value fabs(mlir::Value a);

@@ -281,7 +281,8 @@ func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1
 // Gate/up (k = 256, a multiple of 128) copies the rows, the codes (16-byte
 // pieces) and the scales (4-byte pieces) by cp.async into four 128-deep
 // stages and decodes the codes in registers (bf16 pair products): 256
-// mma.sync a stage. Down (k = 64) reads the GLU through registers: as bf16
+// mma.sync a stage, two stages (fewer than four: no loop, the two steps one
+// after the other). Down (k = 64) reads the GLU through registers: as bf16
 // (f32, in three terms, with bf16-products=false).
 // CHECK-LABEL: func.func @mxfp4_prefill_bf16
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi8>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
@@ -290,14 +291,15 @@ func.func @bf16_tokens(%z: tensor<1x128xbf16>, %w: tensor<1x4xf32>, %i: tensor<1
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, {{.*}} : memref<?xbf16> to memref<65536xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?xi8> to memref<65536xi8, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_copy {{.*}}, 4, {{.*}} : memref<?xi8> to memref<8192xi8, #gpu.address_space<workgroup>>
+// CHECK-NOT: scf.for
 // CHECK: llvm.fmul {{.*}} : vector<2xbf16>
-// CHECK-COUNT-256: nvvm.mma.sync
+// CHECK-COUNT-512: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.func @expert_product_1
 // CHECK: vector.load {{.*}} vector<4xbf16>
 // EXACT-LABEL: func.func @mxfp4_prefill_bf16
 // EXACT: gpu.func @expert_product_0
-// EXACT-COUNT-256: nvvm.mma.sync
+// EXACT-COUNT-512: nvvm.mma.sync
 // EXACT-NOT: nvvm.mma.sync
 // EXACT: gpu.func @expert_product_1
 // EXACT-COUNT-48: nvvm.mma.sync
@@ -320,7 +322,11 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 // step s waits until at most two groups are pending (its own has landed),
 // one barrier, then step s + 3's copies into the stage step s - 1 read;
 // rows past the tile's end and steps past the last copy 0 bytes (zero
-// fill). The GLU is SiTU as K3 has it.
+// fill). The loop runs rounds of four steps (gate/up: 8 steps, two
+// rounds), unrolled so that each step's stage is a constant; down (k = 64,
+// two steps, fewer than the stages) runs its two steps without a loop. The
+// GLU is SiTU as K3 has it, stored as bf16: tanh and the sigmoid through
+// ex2.approx and rcp.approx, no libdevice tanhf.
 // CHECK-LABEL: func.func @bf16_prefill
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_0 {{.*}} dynamic_shared_memory_size %c122880_i32 args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xbf16>)
 // CHECK: gpu.launch_func  @kimi_routed_experts::@expert_product_1 {{.*}} dynamic_shared_memory_size %c122880_i32{{[_0-9]*}} args(%{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xbf16>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xi32>, %{{[a-z0-9_]+}} : memref<?xf32>)
@@ -335,7 +341,22 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 // CHECK: nvgpu.device_async_create_group
 // CHECK-COUNT-6: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
-// CHECK: scf.for
+// CHECK: scf.for %{{.*}} = %c0{{[_0-9]*}} to %c8{{[_0-9]*}} step %c4
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-6: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-64: nvvm.mma.sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-6: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-64: nvvm.mma.sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-6: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-64: nvvm.mma.sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK-COUNT-6: nvgpu.device_async_copy
@@ -343,9 +364,16 @@ func.func @mxfp4_prefill_bf16(%z: tensor<128x256xbf16>, %w: tensor<128x4xf32>, %
 // CHECK-COUNT-64: nvvm.mma.sync
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
+// CHECK-NOT: nvvm.mma.sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
-// CHECK: math.tanh
+// CHECK-NOT: math.tanh
+// CHECK: math.exp2
+// CHECK: nvvm.rcp.approx.ftz.f
 // CHECK: gpu.func @expert_product_1
+// CHECK-NOT: scf.for
+// CHECK-COUNT-128: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: gpu.return
 // EXACT-LABEL: func.func @bf16_prefill
 // EXACT: gpu.func @expert_product_0
 // EXACT-COUNT-64: nvvm.mma.sync
@@ -394,11 +422,23 @@ func.func @f16_tokens(%z: tensor<1x128xf16>, %w: tensor<1x4xf32>, %i: tensor<1x4
 // CHECK: memref.view %{{.*}} to memref<15360xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_copy {{.*}}, 4, %{{.*}} : memref<?xbf16> to memref<3840xbf16, #gpu.address_space<workgroup>>
 // CHECK-COUNT-4: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<15360xbf16, #gpu.address_space<workgroup>>
-// CHECK: scf.for
+// Eight steps over three stages: two rounds of three in the loop, then two
+// steps after it, each with its stage a constant.
+// CHECK: scf.for %{{.*}} = %c0{{[_0-9]*}} to %c6{{[_0-9]*}} step %c3
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-COUNT-16: nvvm.mma.sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-COUNT-16: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-COUNT-16: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK: gpu.func @expert_product_1
 func.func @bf16_batch_decode(%z: tensor<64x256xbf16>, %w: tensor<64x4xf32>, %i: tensor<64x4xi32>,
                              %g: tensor<16x64x256xbf16>, %u: tensor<16x64x256xbf16>, %d: tensor<16x256x64xbf16>) -> tensor<64x256xbf16> {
