@@ -7,6 +7,7 @@ PACKAGES=(
   cmake ninja-build ccache gcc g++ python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libgtest-dev libxxhash-dev
+  clang-22 libclang-rt-22-dev
   libflatbuffers-dev flatbuffers-compiler
   libopenmpi-dev openmpi-bin
 )

@@ -8,8 +8,14 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Regex.h"
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace kimi;
 using llvm::Error;
@@ -570,6 +576,10 @@ Error readQuantization(FieldReader &parent, ModelConfig &cfg, StringRef source) 
 /// quantization_config's lists): 64 is far past any real one.
 constexpr int kMaxJsonDepth = 64;
 
+/// The largest config file read (a released config.json is a few KiB; the
+/// bound keeps a mistaken path to a checkpoint shard from being read whole).
+constexpr uint64_t kMaxConfigBytes = 16u << 20;
+
 /// Scans `text` as JSON tokens (strings with their escapes, brackets,
 /// colons) without building anything: refuses nesting deeper than
 /// kMaxJsonDepth and an object that repeats a key (compared as written),
@@ -838,11 +848,31 @@ Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
 
 Expected<ModelConfig> kimi::readModelConfig(StringRef path,
                                             const ConfigReadOptions &options) {
+  auto fail = [&](const llvm::Twine &what) -> Error {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
+                                   path.str().c_str(), what.str().c_str());
+  };
+  // O_NONBLOCK: a FIFO must not wait for a writer; only a regular file of
+  // at most kMaxConfigBytes is read.
+  int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return fail("cannot read: " + llvm::Twine(std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("cannot read: not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    ::close(fd);
+    return fail(llvm::Twine(static_cast<uint64_t>(st.st_size)) +
+                " bytes: a config holds at most " + llvm::Twine(kMaxConfigBytes) +
+                " (released ones hold a few KiB)");
+  }
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+      llvm::MemoryBuffer::getOpenFile(fd, path, st.st_size,
+                                      /*RequiresNullTerminator=*/false);
+  ::close(fd);
   if (!buffer)
-    return llvm::createStringError(buffer.getError(), "%s: cannot read: %s",
-                                   path.str().c_str(),
-                                   buffer.getError().message().c_str());
+    return fail("cannot read: " + buffer.getError().message());
   return parseModelConfig((*buffer)->getBuffer(), path, options);
 }

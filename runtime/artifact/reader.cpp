@@ -47,9 +47,12 @@ std::string firstBadElement(flatbuffers::Verifier &v,
 /// Runs the verification of Artifact::Verify piece by piece to name the first
 /// part that fails. Only called once the whole-buffer verification failed.
 std::string locateCorruption(const uint8_t *buf, size_t size) {
-  flatbuffers::Verifier v(buf + kPrefixBytes, size - kPrefixBytes,
-                          verifierOptions());
-  if (!v.VerifyOffset(0))
+  // Over the whole buffer, size prefix included, like the verifier that
+  // failed: alignment is checked relative to the verifier's start, and from
+  // buf + 4 an 8-byte field 4 bytes off its alignment passed the check and
+  // was then read misaligned (found by fuzz-artifact under UBSan).
+  flatbuffers::Verifier v(buf, size, verifierOptions());
+  if (!v.VerifyOffset(kPrefixBytes))
     return "root offset";
   const fb::Artifact *root = fb::GetArtifact(buf + kPrefixBytes);
   const flatbuffers::Table *t = asTable(root);
@@ -92,7 +95,14 @@ std::string locateCorruption(const uint8_t *buf, size_t size) {
 std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
 
 std::vector<int64_t> shapeOf(const flatbuffers::Vector<int64_t> *v) {
-  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>();
+  // Copied as bytes: the verifier checks that a vector's 4-byte length is
+  // aligned, not that its 8-byte elements are, so in a changed file they
+  // may sit 4 bytes off (an element read was a misaligned load, found by
+  // fuzz-artifact under UBSan). Little-endian, as the format.
+  std::vector<int64_t> out(v ? v->size() : 0);
+  if (!out.empty())
+    std::memcpy(out.data(), v->Data(), out.size() * sizeof(int64_t));
+  return out;
 }
 
 std::vector<TensorSpec>

@@ -1,6 +1,7 @@
 //===- weight_loader.cpp - Fills weight buffers from safetensors ----------===//
 
 #include "runtime/weights/weight_loader.h"
+#include "runtime/support/mapped_read.h"
 #include "runtime/support/text.h"
 #include "runtime/weights/checkpoint.h"
 #include "runtime/weights/float_convert.h"
@@ -92,6 +93,34 @@ bool sameStorage(StDType src, DType dst) {
 
 /// Rows are converted in chunks of this many elements through a float buffer.
 constexpr int64_t kChunk = 1 << 16;
+
+/// The index of the first NaN or infinity among `n` dense elements
+/// (f32, bf16 or f16) at `src`, or -1: all ones in the exponent.
+int64_t firstNonFinite(const uint8_t *src, StDType dtype, int64_t n) {
+  if (dtype == StDType::kF32) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, src + 4 * i, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u)
+        return i;
+    }
+    return -1;
+  }
+  const uint16_t exponent = dtype == StDType::kBF16 ? 0x7f80 : 0x7c00;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    if ((h & exponent) == exponent)
+      return i;
+  }
+  return -1;
+}
+
+/// The error of a tensor whose file shrank while it was read.
+Status truncatedWhileLoading(const std::string &where) {
+  return ioError(where + " could not be read: the file is shorter than when "
+                         "it was opened (truncated or replaced while loading)");
+}
 
 std::vector<int64_t> withoutUnitDims(const std::vector<int64_t> &shape) {
   std::vector<int64_t> out;
@@ -198,8 +227,9 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
             "MXFP4 and needs its packed U8 values " +
             shapeToString(packedShape) + " (a checkpoint with dense experts "
             "needs an artifact compiled with --mxfp4-experts=false)");
+      if (!copyFromMapping(dst, t->data, static_cast<size_t>(numel / 2)))
+        return truncatedWhileLoading(where);
       noteLoaded(*t);
-      std::memcpy(dst, t->data, static_cast<size_t>(numel / 2));
       return Status::ok();
     }
     if (spec.dtype == DType::kF8E8M0) {
@@ -209,15 +239,16 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                               shapeToString(t->shape) + "; the artifact "
                               "holds E8M0 scales " + shapeToString(shape) +
                               " (U8 or F8_E8M0)");
+      if (!copyFromMapping(dst, t->data, static_cast<size_t>(numel)))
+        return truncatedWhileLoading(where);
       const int64_t cols = shape.back();
       for (int64_t i = 0; i < numel; ++i)
-        if (t->data[i] == 0xFF)
+        if (dst[i] == 0xFF)
           return invalidWeights(where + " holds the E8M0 NaN (255) at row " +
                                 std::to_string(i / cols) + ", block " +
                                 std::to_string(i % cols) +
                                 ": the values of that block have no scale");
       noteLoaded(*t);
-      std::memcpy(dst, t->data, static_cast<size_t>(numel));
       return Status::ok();
     }
 
@@ -238,11 +269,15 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                                    ? " (or a longer 1-D tensor padded with "
                                      "zeros)"
                                    : ""));
+      const size_t srcSize = stDTypeSize(t->dtype);
       if (padded) {
         const int64_t total = stored[0];
+        std::vector<uint8_t> raw(static_cast<size_t>(total - numel) * srcSize);
+        if (!copyFromMapping(raw.data(), t->data + numel * static_cast<int64_t>(srcSize),
+                             raw.size()))
+          return truncatedWhileLoading(where);
         std::vector<float> tail(static_cast<size_t>(total - numel));
-        widen(t->data + numel * static_cast<int64_t>(stDTypeSize(t->dtype)),
-              t->dtype, total - numel, tail.data());
+        widen(raw.data(), t->dtype, total - numel, tail.data());
         for (size_t i = 0; i < tail.size(); ++i)
           if (tail[i] != 0.0f)
             return invalidWeights(
@@ -252,20 +287,46 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                 std::to_string(numel + static_cast<int64_t>(i)) + " is " +
                 std::to_string(tail[i]));
       }
-      noteLoaded(*t);
+      // NaN or infinity in a weight makes every logit NaN: refused, naming
+      // the first one, unless the loader was told to allow them.
+      auto checkFinite = [&](const uint8_t *values, int64_t n, int64_t first) {
+        if (allowNonFinite_)
+          return Status::ok();
+        int64_t at = firstNonFinite(values, t->dtype, n);
+        if (at < 0)
+          return Status::ok();
+        at += first;
+        const int64_t cols = shape.back();
+        float v = 0;
+        widen(values + (at - first) * static_cast<int64_t>(srcSize), t->dtype, 1, &v);
+        return invalidWeights(
+            where + " holds " + (v != v ? "NaN" : v > 0 ? "+inf" : "-inf") +
+            " at element " + std::to_string(at) + " (row " +
+            std::to_string(at / cols) + ", column " + std::to_string(at % cols) +
+            "): a non-finite weight makes the model's outputs NaN (kimi-run "
+            "--allow-nonfinite loads it anyway)");
+      };
       if (sameStorage(t->dtype, spec.dtype)) {
-        std::memcpy(dst, t->data,
-                    static_cast<size_t>(numel) * stDTypeSize(t->dtype));
+        if (!copyFromMapping(dst, t->data, static_cast<size_t>(numel) * srcSize))
+          return truncatedWhileLoading(where);
+        KIMI_RETURN_IF_ERROR(checkFinite(dst, numel, 0));
+        noteLoaded(*t);
         return Status::ok();
       }
-      std::vector<float> buf(static_cast<size_t>(std::min(numel, kChunk)));
-      const size_t srcSize = stDTypeSize(t->dtype);
+      const size_t chunk = static_cast<size_t>(std::min(numel, kChunk));
+      std::vector<uint8_t> raw(chunk * srcSize);
+      std::vector<float> buf(chunk);
       const size_t dstSize = dtypeSize(spec.dtype);
       for (int64_t i = 0; i < numel; i += kChunk) {
         int64_t n = std::min(kChunk, numel - i);
-        widen(t->data + i * static_cast<int64_t>(srcSize), t->dtype, n, buf.data());
+        if (!copyFromMapping(raw.data(), t->data + i * static_cast<int64_t>(srcSize),
+                             static_cast<size_t>(n) * srcSize))
+          return truncatedWhileLoading(where);
+        KIMI_RETURN_IF_ERROR(checkFinite(raw.data(), n, i));
+        widen(raw.data(), t->dtype, n, buf.data());
         storeAs(buf.data(), n, spec.dtype, dst + i * static_cast<int64_t>(dstSize));
       }
+      noteLoaded(*t);
       return Status::ok();
     }
 
@@ -298,32 +359,46 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                               shapeToString(s->shape) + ", expected " +
                               shapeToString(scaleShape));
       const int64_t rows = numel / width;
-      // E8M0 byte 255 is NaN: a checkpoint holding it would poison every
-      // value of its block, so it is refused, naming where it sits.
       const int64_t blocksPerRow = width / kMxBlock;
-      for (int64_t i = 0; i < rows * blocksPerRow; ++i)
-        if (s->data[i] == 0xFF)
-          return invalidWeights(
-              scaleWhere + " holds the E8M0 NaN (255) at row " +
-              std::to_string(i / blocksPerRow) + ", block " +
-              std::to_string(i % blocksPerRow) +
-              ": the values of that block have no scale");
+      // Rows in pieces of about 1 MiB of codes: copied out of the mapping,
+      // their scales checked (E8M0 byte 255 is NaN: a checkpoint holding it
+      // would poison every value of its block, so it is refused, naming
+      // where it sits), then dequantised into the destination.
+      const int64_t piece = std::max<int64_t>(1, (int64_t(1) << 20) / (width / 2));
+      std::vector<uint8_t> codes(static_cast<size_t>(std::min(rows, piece) * (width / 2)));
+      std::vector<uint8_t> scalesIn(static_cast<size_t>(std::min(rows, piece) * blocksPerRow));
+      std::vector<float> values(spec.dtype == DType::kF32 ? 0 : static_cast<size_t>(width));
+      const size_t dstSize = dtypeSize(spec.dtype);
+      for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+        const int64_t n = std::min(piece, rows - r0);
+        if (!copyFromMapping(codes.data(), t->data + r0 * (width / 2),
+                             static_cast<size_t>(n * (width / 2))))
+          return truncatedWhileLoading(where);
+        if (!copyFromMapping(scalesIn.data(), s->data + r0 * blocksPerRow,
+                             static_cast<size_t>(n * blocksPerRow)))
+          return truncatedWhileLoading(scaleWhere);
+        for (int64_t i = 0; i < n * blocksPerRow; ++i)
+          if (scalesIn[static_cast<size_t>(i)] == 0xFF)
+            return invalidWeights(
+                scaleWhere + " holds the E8M0 NaN (255) at row " +
+                std::to_string(r0 + i / blocksPerRow) + ", block " +
+                std::to_string(i % blocksPerRow) +
+                ": the values of that block have no scale");
+        uint8_t *out = dst + r0 * width * static_cast<int64_t>(dstSize);
+        if (spec.dtype == DType::kF32) {
+          dequantizeMxfp4(codes.data(), scalesIn.data(), n, width,
+                          reinterpret_cast<float *>(out));
+          continue;
+        }
+        for (int64_t r = 0; r < n; ++r) {
+          dequantizeMxfp4(codes.data() + r * (width / 2),
+                          scalesIn.data() + r * blocksPerRow, 1, width, values.data());
+          storeAs(values.data(), width, spec.dtype,
+                  out + r * width * static_cast<int64_t>(dstSize));
+        }
+      }
       noteLoaded(*t);
       noteLoaded(*s);
-      if (spec.dtype == DType::kF32) {
-        // Dequantise straight into the destination, row block by row block.
-        dequantizeMxfp4(t->data, s->data, rows, width,
-                        reinterpret_cast<float *>(dst));
-        return Status::ok();
-      }
-      std::vector<float> row(static_cast<size_t>(width));
-      const size_t dstSize = dtypeSize(spec.dtype);
-      for (int64_t r = 0; r < rows; ++r) {
-        dequantizeMxfp4(t->data + r * (width / 2), s->data + r * (width / kMxBlock),
-                        1, width, row.data());
-        storeAs(row.data(), width, spec.dtype,
-                dst + r * width * static_cast<int64_t>(dstSize));
-      }
       return Status::ok();
     }
 

@@ -14,7 +14,10 @@
 //    may also be stored as `<name>_packed` (compressed-tensors spelling).
 //
 // Every error names the weight and the tensor: missing (with the spellings
-// tried), wrong shape (expected vs found), unsupported dtype.
+// tried), wrong shape (expected vs found), unsupported dtype, a NaN or
+// infinity (unless allowed) or an E8M0 NaN scale, a file that shrank while
+// it was read (copied out of the mapping by copyFromMapping, so truncation
+// is an error and not SIGBUS).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +69,10 @@ public:
     return files_;
   }
 
+  /// NaN and infinities in dense tensors: refused by default (the error
+  /// names the tensor and the first element), loaded when allowed.
+  void setAllowNonFinite(bool allow) { allowNonFinite_ = allow; }
+
   /// Tensors (and their bytes) read so far, MXFP4 scales counted as tensors.
   struct Progress {
     int64_t tensors = 0;
@@ -96,6 +103,7 @@ private:
                    bool &found) const;
 
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  bool allowNonFinite_ = false;
   mutable Progress progress_;
   std::function<void(const Progress &)> onProgress_;
   std::unordered_map<std::string, std::pair<size_t, const TensorView *>> index_;

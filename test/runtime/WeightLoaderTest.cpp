@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <unistd.h>
 
 using namespace kimi::rt;
 
@@ -381,4 +382,75 @@ TEST(WeightLoader, OpenNamesTheBadFile) {
   auto l = WeightLoader::open({"/nonexistent.safetensors"});
   ASSERT_FALSE(l.isOk());
   EXPECT_NE(l.status().message().find("/nonexistent.safetensors"), std::string::npos);
+}
+
+// A NaN or infinity in a weight makes every logit NaN: refused with the
+// tensor, the kind and the element named, in each dense storage type and
+// along both the copying and the converting paths; allowed on request.
+TEST(WeightLoader, NonFiniteValuesAreNamedUnlessAllowed) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  const float bad[] = {std::nanf(""), INFINITY, -INFINITY};
+  const char *badName[] = {"NaN", "+inf", "-inf"};
+  for (int kind = 0; kind < 3; ++kind)
+    for (StDType stored : {StDType::kF32, StDType::kBF16, StDType::kF16})
+      for (DType compute : {DType::kF32, DType::kBF16}) {
+        std::vector<float> values(6 * 7);
+        for (float &v : values)
+          v = dist(rng);
+        const size_t at = std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng);
+        values[at] = bad[kind];
+        SafetensorsWriter w;
+        std::vector<uint16_t> half;
+        for (float f : values)
+          half.push_back(stored == StDType::kBF16 ? f32ToBf16(f) : f32ToF16(f));
+        if (stored == StDType::kF32)
+          w.addF32("w", {6, 7}, values);
+        else
+          w.add("w", stored, {6, 7}, half.data(), half.size() * 2);
+        auto l = loaderOf({&w});
+        WeightSpec s = spec("w", {6, 7});
+        s.dtype = compute;
+        std::vector<uint8_t> out(values.size() * dtypeSize(compute));
+        Status st = l->load(s, out.data(), out.size());
+        SCOPED_TRACE(std::string(stDTypeName(stored)) + " -> " +
+                     (compute == DType::kF32 ? "f32" : "bf16") + ", " + badName[kind]);
+        ASSERT_FALSE(st.isOk());
+        const std::string expected = "tensor 'w' in 'shard0' holds " +
+                                     std::string(badName[kind]) + " at element " +
+                                     std::to_string(at) + " (row " +
+                                     std::to_string(at / 7) + ", column " +
+                                     std::to_string(at % 7) + ")";
+        EXPECT_NE(st.message().find(expected), std::string::npos) << st.message();
+        l->setAllowNonFinite(true);
+        EXPECT_TRUE(l->load(s, out.data(), out.size()).isOk());
+      }
+}
+
+// A file truncated after it was opened and mapped: the pages past its new
+// end raise SIGBUS when read; the load reports the tensor and the file
+// instead (and a later tensor still in the file loads).
+TEST(WeightLoader, FileTruncatedAfterOpeningIsAnError) {
+  std::vector<float> big = iota(1 << 16), small = iota(8);
+  SafetensorsWriter w;
+  w.addF32("first", {8}, small);
+  w.addF32("second", {1 << 16}, big);
+  char path[] = "/tmp/kimi-truncated-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_TRUE(w.write(path).isOk());
+  auto l = WeightLoader::open({path});
+  ASSERT_TRUE(l.isOk()) << l.status().message();
+  // Keep the header and the first tensor (within the first page).
+  ASSERT_EQ(truncate(path, 4096), 0);
+  EXPECT_EQ(load(*l.value(), spec("first", {8})), small);
+  std::string error;
+  load(*l.value(), spec("second", {1 << 16}), &error);
+  unlink(path);
+  EXPECT_NE(error.find("weight 'second': tensor 'second' in '" + std::string(path) +
+                       "' could not be read: the file is shorter than when it "
+                       "was opened"),
+            std::string::npos)
+      << error;
 }

@@ -1,5 +1,6 @@
 //===- GpuKernelLibrary.cpp - kimi-compile on .mlir input for sm_90a -------===//
 
+#include "tools/common/IrNesting.h"
 #include "GpuKernelLibrary.h"
 #include "lowering/ToGPU/CubinResources.h"
 
@@ -72,6 +73,10 @@ int compileGpuLibraryFile(const std::string &input, const std::string &output,
   auto file = mlir::openInputFile(input, &error);
   if (!file)
     return fail(error);
+  // Nesting past kMaxIrNesting would overflow the parser's stack.
+  if (std::optional<IrNestingExcess> deep = findIrNestingExcess(file->getBuffer()))
+    return fail(input + ":" + std::to_string(deep->line) + ":" +
+                std::to_string(deep->column) + ": " + deep->message());
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   mlir::SourceMgrDiagnosticHandler handler(sources, &context);
   mlir::OwningOpRef<mlir::ModuleOp> module =

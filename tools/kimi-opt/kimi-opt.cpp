@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "passes/Passes.h"
 #include "passes/ShardingModels.h"
+#include "tools/common/IrNesting.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -27,9 +28,12 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #ifndef KIMI_VERSION
@@ -79,7 +83,33 @@ int main(int argc, char **argv) {
     os << "kimi " << KIMI_VERSION
        << " (compiler for Kimi-K3-class models, built on MLIR)\n";
   });
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "kimi optimizer: verifies and transforms kimi IR\n",
-      registry));
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "kimi optimizer: verifies and transforms kimi IR\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects() || config.shouldListPasses())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, input, output, registry));
+  // The input is read here (stdin too) and measured before the parser
+  // sees it: IR nested past kMaxIrNesting would overflow its stack.
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
+  if (!file) {
+    llvm::errs() << "kimi-opt: " << error << "\n";
+    return 1;
+  }
+  if (std::optional<kimi::IrNestingExcess> deep =
+          kimi::findIrNestingExcess(file->getBuffer()))
+    return (llvm::errs() << (input == "-" ? "<stdin>" : input) << ":"
+                         << deep->line << ":" << deep->column
+                         << ": error: " << deep->message() << "\n"),
+           1;
+  std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << "kimi-opt: " << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(mlir::MlirOptMain(out->os(), std::move(file), registry, config)))
+    return 1;
+  out->keep();
+  return 0;
 }

@@ -15,6 +15,7 @@
 #include "runtime/cpu/cpu_executable.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/session/session.h"
+#include "runtime/support/file_io.h"
 #include "runtime/weights/random_weights.h"
 #include "runtime/weights/weight_loader.h"
 
@@ -41,6 +42,7 @@ const char *kUsage =
     "                [--prompt-ids 1,2,3 | --prompt-random N] "
     "[--max-new-tokens N]\n"
     "                [--save-weights FILE] [--dump-logits FILE] [--seed S]\n"
+    "                [--allow-nonfinite]\n"
     "                [--rank R --store FILE] [--device D]\n"
     "\n"
     "Runs a model compiled by kimi-compile: prefills the prompt, then decodes\n"
@@ -52,12 +54,16 @@ const char *kUsage =
     "                        holding either (repeatable)\n"
     "  --random-weights SEED deterministic random weights for every tensor\n"
     "                        of the artifact (demos and tests)\n"
+    "  --allow-nonfinite     load --weights holding NaN or infinities (refused\n"
+    "                        by default, naming the tensor and element)\n"
     "  --save-weights FILE   with --random-weights: keep them in FILE\n"
     "  --prompt-ids LIST     comma-separated token ids\n"
     "  --prompt-random N     N random token ids (from --seed, default 1)\n"
     "  --max-new-tokens N    tokens to generate (default 16)\n"
     "  --dump-logits FILE    write every logits row (prompt rows, then one\n"
     "                        per generated token) as raw little-endian f32\n"
+    "                        (through a temporary file renamed over FILE\n"
+    "                        when the run succeeds, as --save-weights)\n"
     "\n"
     "  --device D            CUDA device of a GPU model (default: the rank,\n"
     "                        so one process per GPU of one host)\n"
@@ -168,7 +174,7 @@ struct RunOptions {
   std::vector<std::string> weightArgs;
   long long randomSeed = -1, promptRandom = 0, maxNew = 16, seed = 1;
   long long rank = -1, device = -1;
-  bool help = false;
+  bool help = false, allowNonFinite = false;
 };
 
 /// Whether `a` and `b` name one existing file (or are the same path).
@@ -225,6 +231,8 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
       if (!value(v))
         return invalidArgument("--weights needs a path");
       o.weightArgs.push_back(v);
+    } else if (a == "--allow-nonfinite") {
+      o.allowNonFinite = true;
     } else if (a == "--random-weights") {
       if (!number(o.randomSeed) || o.randomSeed < 0)
         return invalidArgument("--random-weights needs a non-negative integer seed");
@@ -329,11 +337,11 @@ struct Generation {
 };
 
 /// Prefills `prompt` (B sequences' tokens, one after the other) and decodes
-/// greedily up to `maxNew` tokens a sequence.
-StatusOr<Generation> generate(Session &s, const std::vector<int32_t> &prompt,
-                              long long maxNew, bool keepRows) {
+/// greedily up to `maxNew` tokens a sequence into `g`, which keeps what was
+/// generated before an error.
+Status generate(Session &s, const std::vector<int32_t> &prompt,
+                long long maxNew, bool keepRows, Generation &g) {
   const int64_t B = s.batch();
-  Generation g;
   g.tokens.resize(size_t(B));
   g.rows.resize(size_t(B));
   auto keep = [&](const LogitsView &l) {
@@ -363,7 +371,7 @@ StatusOr<Generation> generate(Session &s, const std::vector<int32_t> &prompt,
     for (int64_t b = 0; b < B; ++b)
       g.tokens[b].push_back(argmax(step.data + b * step.vocab, step.vocab));
   }
-  return g;
+  return Status::ok();
 }
 
 /// Prints every sequence's tokens (rank 0 gathers the data-parallel groups'
@@ -371,7 +379,7 @@ StatusOr<Generation> generate(Session &s, const std::vector<int32_t> &prompt,
 /// rows written.
 StatusOr<int64_t> printSequences(const Generation &g, const ArtifactSpec &spec,
                                  const RankConnection &ranks, int64_t B,
-                                 bool keepRows, std::FILE *dump) {
+                                 bool keepRows, OutputFile *dump) {
   // Every rank holds as many rows and tokens (same prompt length and steps).
   std::vector<int32_t> allTokens;
   std::vector<float> allRows;
@@ -401,9 +409,9 @@ StatusOr<int64_t> printSequences(const Generation &g, const ArtifactSpec &spec,
     // Sequence seq = group * B + b, held by the group's first rank.
     const size_t holder = size_t(seq / B) * size_t(perGroup), b = size_t(seq % B);
     const size_t at = holder * size_t(B) + b;
-    if (dump && std::fwrite(allRows.data() + at * rowsPer, sizeof(float),
-                            rowsPer, dump) != rowsPer)
-      return ioError(std::string("writing the logits: ") + std::strerror(errno));
+    if (dump)
+      KIMI_RETURN_IF_ERROR(dump->write(allRows.data() + at * rowsPer,
+                                       rowsPer * sizeof(float)));
     dumpedRows += static_cast<int64_t>(rowsPer) / vocab;
     if (sequences == 1)
       std::printf("generated:");
@@ -514,6 +522,7 @@ int main(int argc, char **argv) {
   StatusOr<std::unique_ptr<WeightLoader>> loader = openWeights(*spec, weightOptions);
   if (!loader.isOk())
     return fail(loader.status().message());
+  loader.value()->setAllowNonFinite(o.allowNonFinite);
   if (int64_t skipped = loader.value()->skippedTensors())
     std::fprintf(stderr,
                  "weights: skipping %lld vision tensors (vision_tower.*, "
@@ -541,10 +550,14 @@ int main(int argc, char **argv) {
       sessionPrompts(o, promptList, group, B, vocab);
   const int64_t promptLength = static_cast<int64_t>(tokens.size()) / B;
 
-  std::FILE *dump = nullptr;
-  if (!quiet && !o.dumpLogits.empty() &&
-      !(dump = std::fopen(o.dumpLogits.c_str(), "wb")))
-    return fail("cannot write '" + o.dumpLogits + "': " + std::strerror(errno));
+  // Written to a temporary file, renamed over --dump-logits at the end.
+  std::unique_ptr<OutputFile> dump;
+  if (!quiet && !o.dumpLogits.empty()) {
+    StatusOr<std::unique_ptr<OutputFile>> created = OutputFile::create(o.dumpLogits);
+    if (!created.isOk())
+      return fail("--dump-logits: " + created.status().message());
+    dump = std::move(created.value());
+  }
   if (quiet && !std::freopen("/dev/null", "w", stdout))
     return fail("cannot silence stdout of rank " +
                 std::to_string(ranks.comm->rank()));
@@ -564,14 +577,29 @@ int main(int argc, char **argv) {
   std::printf("\n");
 
   const bool keepRows = !o.dumpLogits.empty();
-  StatusOr<Generation> generated = generate(s, tokens, o.maxNew, keepRows);
-  if (!generated.isOk())
-    return fail(generated.status().message());
+  Generation generated;
+  Status ran = generate(s, tokens, o.maxNew, keepRows, generated);
+  if (!ran.isOk()) {
+    // What was generated before the error is printed (each sequence's
+    // tokens so far; no logits file is written).
+    for (int64_t b = 0; b < B && !quiet; ++b) {
+      if (generated.tokens[b].empty())
+        continue;
+      std::printf(B == 1 ? "generated before the error:"
+                         : "generated[%lld] before the error:", (long long)b);
+      for (int32_t t : generated.tokens[b])
+        std::printf(" %d", t);
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+    return fail(ran.message());
+  }
   StatusOr<int64_t> dumpedRows =
-      printSequences(generated.value(), *spec, ranks, B, keepRows, dump);
-  // Every write is checked, the last ones (buffered) at the close.
-  if (dump && std::fclose(dump) != 0 && dumpedRows.isOk())
-    dumpedRows = ioError(std::string("writing the logits: ") + std::strerror(errno));
+      printSequences(generated, *spec, ranks, B, keepRows, dump.get());
+  // Every write is checked, the last ones (buffered) at the commit.
+  if (dump && dumpedRows.isOk())
+    if (Status committed = dump->commit(); !committed.isOk())
+      dumpedRows = std::move(committed);
   if (!dumpedRows.isOk())
     return fail("--dump-logits '" + o.dumpLogits + "': " +
                 dumpedRows.status().message());
