@@ -104,6 +104,9 @@ POSITIVE_INT_FIELDS = ["hidden_size", "num_hidden_layers", "num_attention_heads"
                        "vocab_size", "intermediate_size", "moe_intermediate_size",
                        "n_routed_experts", "num_experts_per_token", "kv_lora_rank",
                        "max_position_embeddings"]
+# Fields with a default, for which null is "not set" (ModelConfig.cpp's
+# positiveOr).
+OPTIONAL_FIELDS = {"max_position_embeddings", "num_key_value_heads"}
 
 
 def configs(c, rng, tools, src, work, cases):
@@ -125,7 +128,10 @@ def configs(c, rng, tools, src, work, cases):
                     b'"%s":' % field.encode(),
                     b'"%s": %d, "%s":' % (field.encode(), text(d)[field], field.encode()), 1)
             else:
-                text(d)[field] = rng.choice(BAD_VALUES)
+                # null means "not set" (HF's convention): refused only for
+                # a required field.
+                bad = [v for v in BAD_VALUES if v is not None or field not in OPTIONAL_FIELDS]
+                text(d)[field] = rng.choice(bad)
                 data = json.dumps(d).encode()
             must_refuse = True
         with open(path, "wb") as f:
