@@ -1,6 +1,13 @@
 #include "runtime/comm/communicator.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace kimi::rt {
 
@@ -111,7 +118,81 @@ void copyElems(void *dst, const void *src, size_t count, CommDType d) {
 
 } // namespace
 
+/// The thread behind setTimeout: every 100 ms it looks at the operation in
+/// progress (its name and start, set by Watch) and ends the process when it
+/// has waited longer than the timeout.
+class Communicator::Watchdog {
+public:
+  Watchdog(const Communicator &comm, double seconds, int label)
+      : comm_(comm), label_(label), limitNs_(static_cast<int64_t>(seconds * 1e9)),
+        thread_([this] { run(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void begin(const char *op) {
+    op_.store(op);
+    startNs_.store(nowNs());
+  }
+  void end() { startNs_.store(0); }
+
+private:
+  static int64_t nowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_; })) {
+      const int64_t start = startNs_.load();
+      if (start == 0 || nowNs() - start <= limitNs_)
+        continue;
+      std::fprintf(stderr,
+                   "kimi: error: rank %d: %s over %d ranks has not completed "
+                   "after %.0f s (--comm-timeout): another rank has died or "
+                   "stopped; ending this rank\n",
+                   label_, op_.load(), comm_.size(), limitNs_ / 1e9);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+
+  const Communicator &comm_;
+  const int label_;
+  const int64_t limitNs_;
+  std::atomic<const char *> op_{""};
+  std::atomic<int64_t> startNs_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_; // last: started once the members above exist
+};
+
+Communicator::Watch::Watch(Watchdog *dog, const char *op) : dog_(dog) {
+  if (dog_)
+    dog_->begin(op);
+}
+Communicator::Watch::~Watch() {
+  if (dog_)
+    dog_->end();
+}
+
+// Out of line: the constructor and destructor need Watchdog complete.
+Communicator::Communicator() = default;
 Communicator::~Communicator() = default;
+
+void Communicator::setTimeout(double seconds, int label) {
+  watchdog_.reset();
+  timeoutSeconds_ = seconds > 0 ? seconds : 0;
+  timeoutLabel_ = label >= 0 ? label : rank();
+  if (timeoutSeconds_ > 0)
+    watchdog_ = std::make_unique<Watchdog>(*this, timeoutSeconds_, timeoutLabel_);
+}
 
 Status Communicator::allReduce(ConstCommBuffer send, CommBuffer recv,
                                ReduceOp op) {
@@ -121,6 +202,7 @@ Status Communicator::allReduce(ConstCommBuffer send, CommBuffer recv,
     return invalidArgument("allReduce: send buffer holds " + num(send.count) +
                            " elements but recv buffer holds " +
                            num(recv.count));
+  Watch watch(watchdog_.get(), "allReduce");
   return doAllReduce(send, recv, op);
 }
 
@@ -132,6 +214,7 @@ Status Communicator::allGather(ConstCommBuffer send, CommBuffer recv) {
         "allGather: recv buffer holds " + num(recv.count) +
         " elements, expected size() * send count = " + num(n) + " * " +
         num(send.count) + " = " + num(n * send.count));
+  Watch watch(watchdog_.get(), "allGather");
   return doAllGather(send, recv);
 }
 
@@ -145,6 +228,7 @@ Status Communicator::reduceScatter(ConstCommBuffer send, CommBuffer recv,
         "reduceScatter: send buffer holds " + num(send.count) +
         " elements, expected size() * recv count = " + num(n) + " * " +
         num(recv.count) + " = " + num(n * recv.count));
+  Watch watch(watchdog_.get(), "reduceScatter");
   return doReduceScatter(send, recv, op);
 }
 
@@ -159,6 +243,7 @@ Status Communicator::allToAll(ConstCommBuffer send, CommBuffer recv) {
     return invalidArgument("allToAll: " + num(send.count) +
                            " elements do not split into size() = " + num(n) +
                            " equal blocks");
+  Watch watch(watchdog_.get(), "allToAll");
   return doAllToAll(send, recv);
 }
 
@@ -172,6 +257,7 @@ Status Communicator::allToAllV(ConstCommBuffer send,
                                       size(), send.count, sendDispls));
   KIMI_RETURN_IF_ERROR(countsToDispls("allToAllV", "recvCounts", recvCounts,
                                       size(), recv.count, recvDispls));
+  Watch watch(watchdog_.get(), "allToAllV");
   return doAllToAllV(send, sendCounts, sendDispls, recv, recvCounts,
                      recvDispls);
 }
@@ -182,6 +268,7 @@ Status Communicator::broadcast(CommBuffer buffer, int root) {
     return invalidArgument("broadcast: null buffer with " + num(buffer.count) +
                            " elements");
   KIMI_RETURN_IF_ERROR(checkPeer("broadcast", "root", root, size()));
+  Watch watch(watchdog_.get(), "broadcast");
   return doBroadcast(buffer, root);
 }
 
@@ -193,6 +280,7 @@ Status Communicator::send(ConstCommBuffer buffer, int peer, int tag) {
   KIMI_RETURN_IF_ERROR(checkPeer("send", "peer", peer, size()));
   if (tag < 0)
     return invalidArgument("send: tag " + std::to_string(tag) + " is negative");
+  Watch watch(watchdog_.get(), "send");
   return doSend(buffer, peer, tag);
 }
 
@@ -204,17 +292,27 @@ Status Communicator::recv(CommBuffer buffer, int peer, int tag) {
   KIMI_RETURN_IF_ERROR(checkPeer("recv", "peer", peer, size()));
   if (tag < 0)
     return invalidArgument("recv: tag " + std::to_string(tag) + " is negative");
+  Watch watch(watchdog_.get(), "recv");
   return doRecv(buffer, peer, tag);
 }
 
-Status Communicator::barrier() { return doBarrier(); }
+Status Communicator::barrier() {
+  Watch watch(watchdog_.get(), "barrier");
+  return doBarrier();
+}
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::split(int color,
                                                             int key) {
   if (color < 0)
     return invalidArgument("split: color " + std::to_string(color) +
                            " must be >= 0");
-  return doSplit(color, key);
+  StatusOr<std::unique_ptr<Communicator>> sub = [&] {
+    Watch watch(watchdog_.get(), "split");
+    return doSplit(color, key);
+  }();
+  if (sub.isOk() && timeoutSeconds_ > 0)
+    sub.value()->setTimeout(timeoutSeconds_, timeoutLabel_);
+  return sub;
 }
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::doSplit(int, int) {

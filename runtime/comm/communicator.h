@@ -87,6 +87,7 @@ template <typename T> CommBuffer commBuffer(std::vector<T> &v) {
 
 class Communicator {
 public:
+  Communicator();
   virtual ~Communicator();
 
   virtual int rank() const = 0;
@@ -128,6 +129,18 @@ public:
   /// coordinate). Backends without sub-communicators (NCCL so far) fail
   /// with kFailedPrecondition.
   StatusOr<std::unique_ptr<Communicator>> split(int color, int key);
+
+  /// Dead or stopped ranks: a collective, send or receive that has not
+  /// completed after `seconds` (> 0; 0, the default: wait forever) ends the
+  /// process. A watchdog thread prints "rank R: OP has not completed after
+  /// S s ..." on stderr and exits with status 1, without another MPI call
+  /// (mpirun then ends the other ranks); otherwise a rank that died
+  /// without mpirun noticing, or stopped, leaves the others blocked
+  /// forever. Sub-communicators from split() inherit it.
+  /// `label` is the rank the message names (default rank(); a split()
+  /// sub-communicator gets its parent's, the rank mpirun knows).
+  void setTimeout(double seconds, int label = -1);
+  double timeout() const { return timeoutSeconds_; }
 
   /// Typed conveniences over std::vector.
   template <typename T>
@@ -193,6 +206,21 @@ protected:
   virtual Status doRecv(CommBuffer buffer, int peer, int tag) = 0;
   virtual Status doBarrier() = 0;
   virtual StatusOr<std::unique_ptr<Communicator>> doSplit(int color, int key);
+
+private:
+  class Watchdog;
+  /// Marks one operation as waiting for the watchdog (no-op without one).
+  class Watch {
+  public:
+    Watch(Watchdog *dog, const char *op);
+    ~Watch();
+
+  private:
+    Watchdog *dog_;
+  };
+  double timeoutSeconds_ = 0;
+  int timeoutLabel_ = -1;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 /// One rank: every collective copies send to recv (a reduction over one

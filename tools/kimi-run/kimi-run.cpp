@@ -85,6 +85,10 @@ const char *kUsage =
     "  --store FILE          where the ranks meet (NCCL's unique id)\n"
     "Rank 0 prints and writes --dump-logits; every rank computes the same\n"
     "logits.\n"
+    "  --comm-timeout S      CPU ranks: a collective still waiting after S\n"
+    "                        seconds (a rank died or stopped) ends this rank\n"
+    "                        with an error naming it and the collective, and\n"
+    "                        mpirun ends the others (default 60; 0: forever)\n"
     "\n"
     "Several sequences: an artifact compiled with --batch B steps B sequences\n"
     "together, and with data parallelism (--strategy dp over D groups) each\n"
@@ -174,6 +178,8 @@ struct RunOptions {
   std::vector<std::string> weightArgs;
   long long randomSeed = -1, promptRandom = 0, maxNew = 16, seed = 1;
   long long rank = -1, device = -1;
+  double commTimeout = 60;
+  bool commTimeoutGiven = false;
   bool help = false, allowNonFinite = false;
 };
 
@@ -231,6 +237,15 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
       if (!value(v))
         return invalidArgument("--weights needs a path");
       o.weightArgs.push_back(v);
+    } else if (a == "--comm-timeout") {
+      if (!value(v))
+        return invalidArgument("--comm-timeout needs seconds");
+      char *end = nullptr;
+      o.commTimeout = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(o.commTimeout >= 0) || o.commTimeout > 1e6)
+        return invalidArgument("--comm-timeout '" + v +
+                               "': expected seconds, 0 .. 1000000 (0: wait forever)");
+      o.commTimeoutGiven = true;
     } else if (a == "--allow-nonfinite") {
       o.allowNonFinite = true;
     } else if (a == "--random-weights") {
@@ -502,6 +517,16 @@ int main(int argc, char **argv) {
                             "--store FILE; see --help)"
                           : " (run the ranks under mpirun)"));
   RankConnection &ranks = connected.value();
+  // A dead or stopped rank: the others give up after --comm-timeout (armed
+  // once the session exists, below: loading weights may take the ranks
+  // unequal times). The watchdog sees host collectives (MPI); NCCL's are
+  // enqueued on streams, and a stuck one shows in a stream wait it does not
+  // see.
+  if ((!ranks.comm || gpuModel) && o.commTimeoutGiven)
+    return fail(gpuModel ? "--comm-timeout applies to CPU ranks under mpirun; "
+                           "GPU ranks (NCCL) have no dead-rank detection yet"
+                         : "--comm-timeout applies to partitioned artifacts "
+                           "(this one runs as 1 rank)");
   const bool quiet = ranks.comm && ranks.comm->rank() != 0;
   // Data parallelism: this rank's group serves its own sequences.
   const int32_t group =
@@ -541,6 +566,8 @@ int main(int argc, char **argv) {
   if (!session.isOk())
     return fail(session.status().message());
   Session &s = *session.value();
+  if (ranks.comm && !gpuModel)
+    ranks.comm->setTimeout(o.commTimeout);
 
   // Sequences: this session steps B of them; with data parallelism rank r
   // serves sequences group * B .. group * B + B - 1 of the whole batch.

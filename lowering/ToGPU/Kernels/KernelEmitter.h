@@ -80,12 +80,15 @@ public:
   mlir::Value fastExp(mlir::Value a);
   /// rcp.approx.ftz.f32 (about 1 ulp).
   mlir::Value fastRcp(mlir::Value a);
-  /// 1 / (1 + e^-a) through fastExp and fastRcp (relative error ~2^-21).
+  /// 1 / (1 + e^-a) through fastExp and fastRcp: relative error below
+  /// 2^-17 (2^-18 at worst in an f32 emulation over |a| < 80; past -88 the
+  /// result flushes to 0).
   mlir::Value fastSigmoid(mlir::Value a);
   /// tanh through fastExp and fastRcp: 1 - 2 / (e^2a + 1), or for |a| <
   /// 1/16, where that form cancels, a (1 - a^2/3 + 2a^4/15); relative
-  /// error below 2^-17 everywhere (libdevice's tanhf is some 25
-  /// instructions; this is 2 SFU operations and a few FMAs).
+  /// error below 2^-17 everywhere (2^-19.2 at worst in an f32 emulation,
+  /// at |a| = 1/16; libdevice's tanhf is some 25 instructions, this 2 SFU
+  /// operations and a few FMAs).
   mlir::Value fastTanh(mlir::Value a);
   mlir::Value log1p(mlir::Value a);
   mlir::Value fmax(mlir::Value a, mlir::Value c);
