@@ -49,8 +49,7 @@ std::string firstBadElement(flatbuffers::Verifier &v,
 std::string locateCorruption(const uint8_t *buf, size_t size) {
   // Over the whole buffer, size prefix included, like the verifier that
   // failed: alignment is checked relative to the verifier's start, and from
-  // buf + 4 an 8-byte field 4 bytes off its alignment passed the check and
-  // was then read misaligned (found by fuzz-artifact under UBSan).
+  // buf + 4 an 8-byte field 4 bytes off its alignment would pass.
   flatbuffers::Verifier v(buf, size, verifierOptions());
   if (!v.VerifyOffset(kPrefixBytes))
     return "root offset";
