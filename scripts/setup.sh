@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  cmake ninja-build ccache gcc g++ python3
+  cmake ninja-build ccache gcc g++ python3 procps
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libgtest-dev libxxhash-dev
   clang-22 libclang-rt-22-dev
