@@ -116,6 +116,20 @@ int64_t firstNonFinite(const uint8_t *src, StDType dtype, int64_t n) {
   return -1;
 }
 
+/// E8M0 byte 255 is NaN: a checkpoint holding it would poison every value
+/// of its block, so it is refused, naming where it sits. `scales` holds
+/// rows of `cols` blocks, the first of them row `firstRow`.
+Status checkE8m0Scales(const uint8_t *scales, int64_t count, int64_t cols,
+                       int64_t firstRow, const std::string &where) {
+  for (int64_t i = 0; i < count; ++i)
+    if (scales[i] == 0xFF)
+      return invalidWeights(where + " holds the E8M0 NaN (255) at row " +
+                            std::to_string(firstRow + i / cols) + ", block " +
+                            std::to_string(i % cols) +
+                            ": the values of that block have no scale");
+  return Status::ok();
+}
+
 /// The error of a tensor whose file shrank while it was read.
 Status truncatedWhileLoading(const std::string &where) {
   return ioError(where + " could not be read: the file is shorter than when "
@@ -241,13 +255,7 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
                               " (U8 or F8_E8M0)");
       if (!copyFromMapping(dst, t->data, static_cast<size_t>(numel)))
         return truncatedWhileLoading(where);
-      const int64_t cols = shape.back();
-      for (int64_t i = 0; i < numel; ++i)
-        if (dst[i] == 0xFF)
-          return invalidWeights(where + " holds the E8M0 NaN (255) at row " +
-                                std::to_string(i / cols) + ", block " +
-                                std::to_string(i % cols) +
-                                ": the values of that block have no scale");
+      KIMI_RETURN_IF_ERROR(checkE8m0Scales(dst, numel, shape.back(), 0, where));
       noteLoaded(*t);
       return Status::ok();
     }
@@ -361,9 +369,7 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
       const int64_t rows = numel / width;
       const int64_t blocksPerRow = width / kMxBlock;
       // Rows in pieces of about 1 MiB of codes: copied out of the mapping,
-      // their scales checked (E8M0 byte 255 is NaN: a checkpoint holding it
-      // would poison every value of its block, so it is refused, naming
-      // where it sits), then dequantised into the destination.
+      // their scales checked, then dequantised into the destination.
       const int64_t piece = std::max<int64_t>(1, (int64_t(1) << 20) / (width / 2));
       std::vector<uint8_t> codes(static_cast<size_t>(std::min(rows, piece) * (width / 2)));
       std::vector<uint8_t> scalesIn(static_cast<size_t>(std::min(rows, piece) * blocksPerRow));
@@ -377,13 +383,8 @@ Status WeightLoader::loadPiece(const WeightSpec &spec,
         if (!copyFromMapping(scalesIn.data(), s->data + r0 * blocksPerRow,
                              static_cast<size_t>(n * blocksPerRow)))
           return truncatedWhileLoading(scaleWhere);
-        for (int64_t i = 0; i < n * blocksPerRow; ++i)
-          if (scalesIn[static_cast<size_t>(i)] == 0xFF)
-            return invalidWeights(
-                scaleWhere + " holds the E8M0 NaN (255) at row " +
-                std::to_string(r0 + i / blocksPerRow) + ", block " +
-                std::to_string(i % blocksPerRow) +
-                ": the values of that block have no scale");
+        KIMI_RETURN_IF_ERROR(checkE8m0Scales(scalesIn.data(), n * blocksPerRow,
+                                             blocksPerRow, r0, scaleWhere));
         uint8_t *out = dst + r0 * width * static_cast<int64_t>(dstSize);
         if (spec.dtype == DType::kF32) {
           dequantizeMxfp4(codes.data(), scalesIn.data(), n, width,
