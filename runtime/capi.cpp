@@ -6,6 +6,10 @@
 #include "runtime/comm/rank_connection.h"
 #include "runtime/session/executable.h"
 #include "runtime/session/session.h"
+#include "runtime/text/chat_format.h"
+#include "runtime/text/generate.h"
+#include "runtime/text/sampler.h"
+#include "runtime/text/tokenizer.h"
 #include "runtime/weights/weight_loader.h"
 
 #include <memory>
@@ -25,6 +29,14 @@ struct kimi_session {
 
 struct kimi_state {
   SessionSnapshot snapshot;
+};
+
+struct kimi_tokenizer {
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+struct kimi_sampler {
+  Sampler sampler;
 };
 
 namespace {
@@ -304,6 +316,223 @@ kimi_status kimi_session_counters(const kimi_session *session,
   out->peak_bytes = c.peakBytes;
   out->weight_bytes = session->executable->weightBytes();
   out->weight_load_seconds = session->executable->weightLoadSeconds();
+  return KIMI_OK;
+}
+
+/*--- Text ---------------------------------------------------------------*/
+
+namespace {
+
+SamplingParams fromC(const kimi_sampling_params &p) {
+  SamplingParams q;
+  q.temperature = p.temperature;
+  q.topK = p.top_k;
+  q.topP = p.top_p;
+  q.minP = p.min_p;
+  q.presencePenalty = p.presence_penalty;
+  q.frequencyPenalty = p.frequency_penalty;
+  q.seed = p.seed;
+  return q;
+}
+
+/// Copies `ids` out when they fit; *count always says how many there are.
+kimi_status copyIds(const char *function, const std::vector<int32_t> &ids,
+                    int32_t *out, size_t capacity, size_t *count) {
+  *count = ids.size();
+  if (ids.size() > capacity)
+    return report(invalidArgument(std::string(function) + ": " +
+                                  std::to_string(ids.size()) +
+                                  " ids do not fit a capacity of " +
+                                  std::to_string(capacity)));
+  std::copy(ids.begin(), ids.end(), out);
+  return KIMI_OK;
+}
+
+} // namespace
+
+kimi_status kimi_tokenizer_open(const char *dir, kimi_tokenizer **out) {
+  if (!dir)
+    return nullArgument("kimi_tokenizer_open", "dir");
+  if (!out)
+    return nullArgument("kimi_tokenizer_open", "out");
+  StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::load(dir);
+  if (!t)
+    return report(t.status());
+  *out = new kimi_tokenizer{std::move(*t)};
+  return KIMI_OK;
+}
+
+void kimi_tokenizer_close(kimi_tokenizer *tokenizer) { delete tokenizer; }
+
+int32_t kimi_tokenizer_size(const kimi_tokenizer *tokenizer) {
+  return tokenizer ? tokenizer->tokenizer->size() : 0;
+}
+
+int32_t kimi_tokenizer_special_id(const kimi_tokenizer *tokenizer, const char *text) {
+  return tokenizer && text ? tokenizer->tokenizer->specialId(text) : -1;
+}
+
+kimi_status kimi_tokenize(const kimi_tokenizer *tokenizer, const char *text, size_t length,
+                          int parse_special, int32_t *ids, size_t capacity,
+                          size_t *count) {
+  if (!tokenizer)
+    return nullArgument("kimi_tokenize", "tokenizer");
+  if (!text && length)
+    return nullArgument("kimi_tokenize", "text");
+  if (!count)
+    return nullArgument("kimi_tokenize", "count");
+  if (!ids && capacity)
+    return nullArgument("kimi_tokenize", "ids");
+  std::vector<int32_t> out;
+  Status s = tokenizer->tokenizer->encode(
+      std::string_view(text ? text : "", length),
+      parse_special ? SpecialText::kRecognize : SpecialText::kAsText, out);
+  if (!s.isOk())
+    return report(s);
+  return copyIds("kimi_tokenize", out, ids, capacity, count);
+}
+
+kimi_status kimi_detokenize(const kimi_tokenizer *tokenizer, const int32_t *ids,
+                            size_t count, char *text, size_t capacity, size_t *length) {
+  if (!tokenizer)
+    return nullArgument("kimi_detokenize", "tokenizer");
+  if (!ids && count)
+    return nullArgument("kimi_detokenize", "ids");
+  if (!length)
+    return nullArgument("kimi_detokenize", "length");
+  if (!text && capacity)
+    return nullArgument("kimi_detokenize", "text");
+  std::string bytes;
+  Status s = tokenizer->tokenizer->decode(ids, count, bytes);
+  if (!s.isOk())
+    return report(s);
+  *length = bytes.size();
+  if (bytes.size() > capacity)
+    return report(invalidArgument("kimi_detokenize: " + std::to_string(bytes.size()) +
+                                  " bytes do not fit a capacity of " +
+                                  std::to_string(capacity)));
+  std::copy(bytes.begin(), bytes.end(), text);
+  return KIMI_OK;
+}
+
+kimi_status kimi_chat_encode(const kimi_tokenizer *tokenizer,
+                             const kimi_chat_message *messages, size_t num_messages,
+                             const char *system_prompt, int add_generation_prompt,
+                             int32_t *ids, size_t capacity, size_t *count) {
+  if (!tokenizer)
+    return nullArgument("kimi_chat_encode", "tokenizer");
+  if (!messages && num_messages)
+    return nullArgument("kimi_chat_encode", "messages");
+  if (!count)
+    return nullArgument("kimi_chat_encode", "count");
+  if (!ids && capacity)
+    return nullArgument("kimi_chat_encode", "ids");
+  std::vector<ChatMessage> list;
+  for (size_t i = 0; i < num_messages; ++i) {
+    if (!messages[i].role || !messages[i].content)
+      return report(invalidArgument("kimi_chat_encode: message " + std::to_string(i) +
+                                    " has a NULL role or content"));
+    list.push_back({messages[i].role, messages[i].content, ""});
+  }
+  ChatOptions options;
+  options.addGenerationPrompt = add_generation_prompt != 0;
+  if (system_prompt)
+    options.defaultSystemPrompt = system_prompt;
+  std::vector<int32_t> out;
+  Status s = encodeChat(*tokenizer->tokenizer, list, options, out);
+  if (!s.isOk())
+    return report(s);
+  return copyIds("kimi_chat_encode", out, ids, capacity, count);
+}
+
+void kimi_sampling_params_default(kimi_sampling_params *params) {
+  if (!params)
+    return;
+  SamplingParams d;
+  *params = {d.temperature, d.topK, d.topP, d.minP, d.presencePenalty,
+             d.frequencyPenalty, d.seed};
+}
+
+kimi_status kimi_sampler_create(const kimi_sampling_params *params, kimi_sampler **out) {
+  if (!params)
+    return nullArgument("kimi_sampler_create", "params");
+  if (!out)
+    return nullArgument("kimi_sampler_create", "out");
+  SamplingParams p = fromC(*params);
+  Status s = validateSamplingParams(p);
+  if (!s.isOk())
+    return report(s);
+  *out = new kimi_sampler{Sampler(p)};
+  return KIMI_OK;
+}
+
+void kimi_sampler_destroy(kimi_sampler *sampler) { delete sampler; }
+
+kimi_status kimi_sampler_sample(kimi_sampler *sampler, const float *logits, int64_t vocab,
+                                int32_t *token) {
+  if (!sampler)
+    return nullArgument("kimi_sampler_sample", "sampler");
+  if (!logits)
+    return nullArgument("kimi_sampler_sample", "logits");
+  if (!token)
+    return nullArgument("kimi_sampler_sample", "token");
+  StatusOr<int32_t> t = sampler->sampler.sample(logits, vocab);
+  if (!t)
+    return report(t.status());
+  sampler->sampler.accept(*t);
+  *token = *t;
+  return KIMI_OK;
+}
+
+void kimi_generate_options_default(kimi_generate_options *options) {
+  if (!options)
+    return;
+  *options = kimi_generate_options();
+  kimi_sampling_params_default(&options->sampling);
+  options->max_new_tokens = GenerateOptions().maxNewTokens;
+}
+
+kimi_status kimi_generate(kimi_session *session, const kimi_tokenizer *tokenizer,
+                          const int32_t *prompt, size_t prompt_length,
+                          const kimi_generate_options *options,
+                          kimi_token_callback callback, void *user,
+                          kimi_stop_reason *reason, size_t *generated) {
+  if (!session)
+    return nullArgument("kimi_generate", "session");
+  if (!prompt && prompt_length)
+    return nullArgument("kimi_generate", "prompt");
+  if (!options)
+    return nullArgument("kimi_generate", "options");
+  if (options->num_stop_tokens && !options->stop_tokens)
+    return nullArgument("kimi_generate", "options->stop_tokens");
+  if (options->num_stop_strings && !options->stop_strings)
+    return nullArgument("kimi_generate", "options->stop_strings");
+  GenerateOptions o;
+  o.sampling = fromC(options->sampling);
+  o.maxNewTokens = options->max_new_tokens;
+  o.stopTokens.assign(options->stop_tokens,
+                      options->stop_tokens + options->num_stop_tokens);
+  for (size_t i = 0; i < options->num_stop_strings; ++i) {
+    if (!options->stop_strings[i])
+      return report(invalidArgument("kimi_generate: stop string " + std::to_string(i) +
+                                    " is NULL"));
+    o.stopStrings.push_back(options->stop_strings[i]);
+  }
+  GenerateResult result;
+  TokenCallback onToken;
+  if (callback)
+    onToken = [&](int32_t token, std::string_view text) {
+      return callback(token, text.data(), text.size(), user) != 0;
+    };
+  Status s = generate(*session->session, tokenizer ? tokenizer->tokenizer.get() : nullptr,
+                      std::vector<int32_t>(prompt, prompt + prompt_length), o, onToken,
+                      result);
+  if (generated)
+    *generated = result.tokens.size();
+  if (!s.isOk())
+    return report(s);
+  if (reason)
+    *reason = static_cast<kimi_stop_reason>(result.reason);
   return KIMI_OK;
 }
 

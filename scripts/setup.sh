@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build ccache gcc g++ python3 procps
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  libgtest-dev libxxhash-dev
+  libgtest-dev libxxhash-dev libpcre2-dev nodejs
   clang-22 libclang-rt-22-dev
   libflatbuffers-dev flatbuffers-compiler
   libopenmpi-dev openmpi-bin
@@ -16,6 +16,9 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# npm comes with NodeSource's nodejs; with Debian's it is a package of its own.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"

@@ -8,14 +8,11 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Regex.h"
+#include "runtime/support/file_io.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
 #include <set>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace kimi;
 using llvm::Error;
@@ -848,31 +845,12 @@ Expected<ModelConfig> kimi::parseModelConfig(StringRef text, StringRef source,
 
 Expected<ModelConfig> kimi::readModelConfig(StringRef path,
                                             const ConfigReadOptions &options) {
-  auto fail = [&](const llvm::Twine &what) -> Error {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
-                                   path.str().c_str(), what.str().c_str());
-  };
-  // O_NONBLOCK: a FIFO must not wait for a writer; only a regular file of
-  // at most kMaxConfigBytes is read.
-  int fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return fail("cannot read: " + llvm::Twine(std::strerror(errno)));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail("cannot read: not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
-    ::close(fd);
-    return fail(llvm::Twine(static_cast<uint64_t>(st.st_size)) +
-                " bytes: a config holds at most " + llvm::Twine(kMaxConfigBytes) +
-                " (released ones hold a few KiB)");
-  }
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getOpenFile(fd, path, st.st_size,
-                                      /*RequiresNullTerminator=*/false);
-  ::close(fd);
-  if (!buffer)
-    return fail("cannot read: " + buffer.getError().message());
-  return parseModelConfig((*buffer)->getBuffer(), path, options);
+  // Only a regular file of at most kMaxConfigBytes is read (released
+  // configs hold a few KiB).
+  kimi::rt::StatusOr<std::string> text = kimi::rt::readRegularFile(
+      path.str(), "config '" + path.str() + "'", kMaxConfigBytes);
+  if (!text)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
+                                   text.status().message().c_str());
+  return parseModelConfig(*text, path, options);
 }

@@ -4,6 +4,7 @@
 #include "runtime/artifact/artifact_generated.h"
 #include "runtime/artifact/checksum.h"
 #include "runtime/artifact/validate.h"
+#include "runtime/support/file_io.h"
 #include "runtime/support/text.h"
 
 #include <cerrno>
@@ -306,42 +307,13 @@ StatusOr<ArtifactSpec> ArtifactReader::readBytes(const void *data, size_t size) 
 }
 
 StatusOr<ArtifactSpec> ArtifactReader::readFile(const std::string &path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
-  // below as not a regular file (for which the flag changes nothing).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return ioError("cannot open artifact '" + path + "': " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ioError("cannot stat artifact '" + path + "': " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return ioError("artifact '" + path + "' is not a regular file");
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > kMaxArtifactBytes) {
-    ::close(fd);
-    return invalidArtifact("artifact '" + path + "': " + std::to_string(size) +
+  const std::string label = "artifact '" + path + "'";
+  KIMI_ASSIGN_OR_RETURN(RegularFile file, RegularFile::open(path, label));
+  if (file.size() > kMaxArtifactBytes)
+    return invalidArtifact(label + ": " + std::to_string(file.size()) +
                            " bytes exceed the 2 GiB limit");
-  }
-  std::vector<uint8_t> bytes(size);
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::read(fd, bytes.data() + done, size - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : 0;
-      ::close(fd);
-      return ioError("cannot read artifact '" + path + "': " +
-                     (err ? std::strerror(err) : "unexpected end of file"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  std::vector<uint8_t> bytes;
+  KIMI_RETURN_IF_ERROR(file.readAll(bytes, label));
   StatusOr<ArtifactSpec> spec = readBytes(bytes.data(), bytes.size());
   if (!spec.isOk()) {
     Status s = spec.takeStatus();

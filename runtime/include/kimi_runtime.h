@@ -3,7 +3,9 @@
  * Embeds the kimi runtime in any C or C++ program: open a compiled artifact
  * (`.kimi`), create sessions with the model's safetensors weights, prefill a
  * prompt, decode token by token, read logits, save and restore the sequence
- * state for prefix reuse, read timing counters.
+ * state for prefix reuse, read timing counters; turn text into token ids and
+ * back (the released tiktoken.model format), encode a chat, sample, and run
+ * a generation loop that streams text through a callback.
  *
  * Conventions
  *  - Every function that can fail returns a kimi_status; KIMI_OK is 0. On
@@ -147,6 +149,100 @@ KIMI_API int64_t kimi_state_bytes(const kimi_state *state);
 
 KIMI_API kimi_status kimi_session_counters(const kimi_session *session,
                                            kimi_counters *out);
+
+/*--- Text ----------------------------------------------------------------*/
+
+typedef struct kimi_tokenizer kimi_tokenizer;
+typedef struct kimi_sampler kimi_sampler;
+
+/* Opens a tokenizer directory: tiktoken.model (`base64(token) rank` lines)
+ * and, when present, tokenizer_config.json (special tokens); the released
+ * Kimi pre-tokenizer expression. Immutable: may be shared by threads. */
+KIMI_API kimi_status kimi_tokenizer_open(const char *dir, kimi_tokenizer **out);
+KIMI_API void kimi_tokenizer_close(kimi_tokenizer *tokenizer);
+/* One past the largest token id (vocabulary and special tokens). */
+KIMI_API int32_t kimi_tokenizer_size(const kimi_tokenizer *tokenizer);
+/* The id of a special token's text ("<|im_end|>"), or -1. */
+KIMI_API int32_t kimi_tokenizer_special_id(const kimi_tokenizer *tokenizer,
+                                           const char *text);
+/* The ids of `length` bytes of UTF-8 text (invalid UTF-8 is an error naming
+ * the offset). parse_special != 0: special-token text becomes its id; 0: it
+ * is ordinary text. *count is set to the number of ids; they are written to
+ * `ids` only if they fit in `capacity` (else KIMI_ERROR_INVALID_ARGUMENT, and
+ * *count says how many to allow). */
+KIMI_API kimi_status kimi_tokenize(const kimi_tokenizer *tokenizer, const char *text,
+                                   size_t length, int parse_special, int32_t *ids,
+                                   size_t capacity, size_t *count);
+/* The bytes of `count` ids (not NUL-terminated); *length and `capacity` as
+ * for kimi_tokenize. An id outside the vocabulary is an error. */
+KIMI_API kimi_status kimi_detokenize(const kimi_tokenizer *tokenizer, const int32_t *ids,
+                                     size_t count, char *text, size_t capacity,
+                                     size_t *length);
+
+typedef struct kimi_chat_message {
+  const char *role;    /* "system", "user", "assistant" or "tool" */
+  const char *content; /* UTF-8, encoded as plain text */
+} kimi_chat_message;
+/* The ids of a conversation in the released Kimi chat format (see
+ * docs/text.md); system_prompt is used when the first message is not a
+ * system message (NULL: the released default, "": none). With
+ * add_generation_prompt the ids end with the assistant's turn opening.
+ * *count and `capacity` as for kimi_tokenize. */
+KIMI_API kimi_status kimi_chat_encode(const kimi_tokenizer *tokenizer,
+                                      const kimi_chat_message *messages, size_t num_messages,
+                                      const char *system_prompt, int add_generation_prompt,
+                                      int32_t *ids, size_t capacity, size_t *count);
+
+typedef struct kimi_sampling_params {
+  double temperature;       /* 0: greedy (the default) */
+  int64_t top_k;            /* 0: no limit */
+  double top_p;             /* 1: no limit */
+  double min_p;             /* 0: no limit */
+  double presence_penalty;  /* -2 .. 2 */
+  double frequency_penalty; /* -2 .. 2 */
+  uint64_t seed;            /* the same seed and logits give the same tokens */
+} kimi_sampling_params;
+KIMI_API void kimi_sampling_params_default(kimi_sampling_params *params);
+KIMI_API kimi_status kimi_sampler_create(const kimi_sampling_params *params,
+                                         kimi_sampler **out);
+KIMI_API void kimi_sampler_destroy(kimi_sampler *sampler);
+/* The next token from one logits row; the token is counted for the
+ * penalties. A NaN or +inf logit is an error. */
+KIMI_API kimi_status kimi_sampler_sample(kimi_sampler *sampler, const float *logits,
+                                         int64_t vocab, int32_t *token);
+
+typedef enum kimi_stop_reason {
+  KIMI_STOP_LENGTH = 0,   /* max_new_tokens generated */
+  KIMI_STOP_TOKEN = 1,    /* a stop token (EOS, <|im_end|>) was generated */
+  KIMI_STOP_STRING = 2,   /* a stop string appeared in the text */
+  KIMI_STOP_CALLBACK = 3  /* the callback returned 0 */
+} kimi_stop_reason;
+
+typedef struct kimi_generate_options {
+  kimi_sampling_params sampling;
+  int64_t max_new_tokens;          /* default 256 */
+  const int32_t *stop_tokens;      /* generated, they end the text unshown */
+  size_t num_stop_tokens;
+  const char *const *stop_strings; /* need a tokenizer; never shown */
+  size_t num_stop_strings;
+} kimi_generate_options;
+KIMI_API void kimi_generate_options_default(kimi_generate_options *options);
+
+/* Called for each generated token with the text that became final with it
+ * (whole UTF-8 characters; often empty), and once more at the end with
+ * token -1 and the rest. Return 0 to stop. */
+typedef int (*kimi_token_callback)(int32_t token, const char *text, size_t length,
+                                   void *user);
+
+/* Prefills `prompt` on a one-sequence session and generates until a stop
+ * token, a stop string, max_new_tokens or the callback says stop. Without a
+ * tokenizer (NULL) no text is made. `reason` and `generated` (tokens, a stop
+ * token included) may be NULL. */
+KIMI_API kimi_status kimi_generate(kimi_session *session, const kimi_tokenizer *tokenizer,
+                                   const int32_t *prompt, size_t prompt_length,
+                                   const kimi_generate_options *options,
+                                   kimi_token_callback callback, void *user,
+                                   kimi_stop_reason *reason, size_t *generated);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -10,6 +10,62 @@
 
 namespace kimi::rt {
 
+StatusOr<RegularFile> RegularFile::open(const std::string &path,
+                                        const std::string &label) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+  // below as not a regular file (for which the flag changes nothing).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return ioError("cannot open " + label + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ioError("cannot stat " + label + ": " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return ioError(label + " is not a regular file");
+  }
+  return RegularFile(fd, static_cast<uint64_t>(st.st_size));
+}
+
+RegularFile::~RegularFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status RegularFile::readAll(std::vector<uint8_t> &out,
+                            const std::string &label) const {
+  out.resize(size_);
+  size_t done = 0;
+  while (done < size_) {
+    ssize_t n = ::pread(fd_, out.data() + done, size_ - done,
+                        static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return ioError("cannot read " + label + ": " +
+                     (n < 0 ? std::strerror(errno)
+                            : "the file shrank while it was read"));
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+StatusOr<std::string> readRegularFile(const std::string &path,
+                                      const std::string &label,
+                                      uint64_t maxBytes) {
+  KIMI_ASSIGN_OR_RETURN(RegularFile file, RegularFile::open(path, label));
+  if (file.size() > maxBytes)
+    return invalidArgument(label + ": " + std::to_string(file.size()) +
+                           " bytes exceed the limit of " +
+                           std::to_string(maxBytes));
+  std::vector<uint8_t> bytes;
+  KIMI_RETURN_IF_ERROR(file.readAll(bytes, label));
+  return std::string(bytes.begin(), bytes.end());
+}
+
 StatusOr<std::unique_ptr<OutputFile>> OutputFile::create(const std::string &path) {
   if (path.empty())
     return invalidArgument("an output file needs a path");

@@ -1,4 +1,9 @@
-//===- file_io.h - Output files written whole or not at all -----*- C++ -*-===//
+//===- file_io.h - Input files checked, output files whole -----*- C++ -*-===//
+//
+// An input is opened only when it is a regular file: opened with O_NONBLOCK
+// (a FIFO must not wait for a writer) and refused after fstat unless
+// S_ISREG, so a FIFO, a device or a directory where a file is expected is one
+// error naming it, never a hang or a read of something endless.
 //
 // An output of a kimi tool (an artifact, saved weights, dumped logits) is
 // written to a temporary file beside it and renamed over it only when every
@@ -22,6 +27,39 @@
 #include <vector>
 
 namespace kimi::rt {
+
+/// An open regular file: its descriptor (owned; closed by the destructor)
+/// and its size when opened.
+class RegularFile {
+public:
+  /// Opens `path` for reading; errors name it as `label` (e.g. "artifact
+  /// 'x.kimi'").
+  static StatusOr<RegularFile> open(const std::string &path,
+                                    const std::string &label);
+  RegularFile(RegularFile &&other) noexcept
+      : fd_(other.fd_), size_(other.size_) {
+    other.fd_ = -1;
+  }
+  RegularFile &operator=(RegularFile &&) = delete;
+  RegularFile(const RegularFile &) = delete;
+  ~RegularFile();
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  /// Reads the whole file (size() bytes; a file that shrank since open is an
+  /// error naming `label`).
+  Status readAll(std::vector<uint8_t> &out, const std::string &label) const;
+
+private:
+  RegularFile(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+/// The bytes of the regular file `path`, refused past `maxBytes`.
+StatusOr<std::string> readRegularFile(const std::string &path,
+                                      const std::string &label,
+                                      uint64_t maxBytes);
 
 class OutputFile {
 public:

@@ -3,6 +3,7 @@
 #ifndef KIMI_RUNTIME_SUPPORT_TEXT_H
 #define KIMI_RUNTIME_SUPPORT_TEXT_H
 
+#include <cstdio>
 #include <string>
 
 namespace kimi::rt {
@@ -25,6 +26,29 @@ inline std::string quoted(const std::string &s, size_t maxLen = 200) {
   if (s.size() > maxLen)
     out += "...";
   return out + "'";
+}
+
+/// `s` as a JSON string literal (quotes, backslashes and control bytes
+/// escaped; other bytes as they are).
+inline std::string jsonQuoted(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+  }
+  return out + "\"";
 }
 
 } // namespace kimi::rt

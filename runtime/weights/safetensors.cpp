@@ -2,6 +2,7 @@
 
 #include "runtime/weights/safetensors.h"
 #include "runtime/artifact/types.h"
+#include "runtime/support/file_io.h"
 #include "runtime/support/text.h"
 #include "runtime/weights/json.h"
 
@@ -240,32 +241,16 @@ SafetensorsFile::fromBytes(std::vector<uint8_t> bytes, const std::string &label)
 StatusOr<std::unique_ptr<SafetensorsFile>>
 SafetensorsFile::open(const std::string &path) {
   const std::string label = "safetensors " + quoted(path);
-  // O_NONBLOCK: a FIFO must not wait for a writer; it is refused below as
-  // not a regular file (for which the flag changes nothing).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return ioError("cannot open " + label + ": " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ioError("cannot stat " + label + ": " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return ioError(label + " is not a regular file");
-  }
+  KIMI_ASSIGN_OR_RETURN(RegularFile regular, RegularFile::open(path, label));
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t size = regular.size();
   if (size < 8) {
-    ::close(fd);
     Status s = file->parse(nullptr, size);
     return s.addContext(label);
   }
-  void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, regular.fd(), 0);
   int err = errno;
-  ::close(fd);
   if (map == MAP_FAILED)
     return ioError("cannot map " + label + ": " + std::strerror(err));
   file->mapping_ = map;

@@ -12,6 +12,7 @@
 #include "runtime/artifact/checksum.h"
 #include "runtime/artifact/reader.h"
 #include "runtime/artifact/validate.h"
+#include "runtime/support/text.h"
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -33,27 +34,6 @@ const char *kUsage =
     "stored dtype and the bytes one rank holds, then the totals (all weights,\n"
     "and per dtype). --weights-only prints the manifest and totals only.\n";
 
-std::string quoted(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-  }
-  return out + "\"";
-}
-
 std::string shapeJson(const std::vector<int64_t> &shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -62,14 +42,14 @@ std::string shapeJson(const std::vector<int64_t> &shape) {
 }
 
 void printTensors(const char *key, const std::vector<TensorSpec> &tensors) {
-  std::printf("      %s: [", quoted(key).c_str());
+  std::printf("      %s: [", jsonQuoted(key).c_str());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorSpec &t = tensors[i];
     std::printf("%s\n        {\"name\": %s, \"role\": %s, \"dtype\": %s, "
                 "\"shape\": %s}",
-                i ? "," : "", quoted(t.name).c_str(),
-                quoted(roleName(t.role)).c_str(),
-                quoted(dtypeName(t.dtype)).c_str(), shapeJson(t.shape).c_str());
+                i ? "," : "", jsonQuoted(t.name).c_str(),
+                jsonQuoted(roleName(t.role)).c_str(),
+                jsonQuoted(dtypeName(t.dtype)).c_str(), shapeJson(t.shape).c_str());
   }
   std::printf("%s]", tensors.empty() ? "" : "\n      ");
 }
@@ -85,8 +65,8 @@ void printWeights(const ArtifactSpec &a) {
     byDtype[dtypeName(w.dtype)] += bytes;
     std::printf("%s\n    {\"name\": %s, \"shape\": %s, \"dtype\": %s, "
                 "\"bytes\": %lld",
-                i ? "," : "", quoted(w.name).c_str(), shapeJson(w.shape).c_str(),
-                quoted(dtypeName(w.dtype)).c_str(),
+                i ? "," : "", jsonQuoted(w.name).c_str(), shapeJson(w.shape).c_str(),
+                jsonQuoted(dtypeName(w.dtype)).c_str(),
                 static_cast<long long>(bytes));
     if (w.shardDim >= 0)
       std::printf(", \"shard_dim\": %d, \"shard_parts\": %d", w.shardDim,
@@ -97,7 +77,7 @@ void printWeights(const ArtifactSpec &a) {
               static_cast<long long>(total));
   bool first = true;
   for (const auto &[dtype, bytes] : byDtype) {
-    std::printf("%s%s: %lld", first ? "" : ", ", quoted(dtype).c_str(),
+    std::printf("%s%s: %lld", first ? "" : ", ", jsonQuoted(dtype).c_str(),
                 static_cast<long long>(bytes));
     first = false;
   }
@@ -142,35 +122,35 @@ int main(int argc, char **argv) {
   if (!weightsOnly) {
     const ModelInfo &m = a.model;
     std::printf("  \"format_version\": %u,\n", a.formatVersion);
-    std::printf("  \"compiler\": %s,\n", quoted(a.compiler).c_str());
-    std::printf("  \"checksum\": %s,\n", quoted(digestText(a.fileDigest)).c_str());
+    std::printf("  \"compiler\": %s,\n", jsonQuoted(a.compiler).c_str());
+    std::printf("  \"checksum\": %s,\n", jsonQuoted(digestText(a.fileDigest)).c_str());
     std::printf("  \"model\": {\"model_type\": %s, \"vocab_size\": %lld, "
                 "\"hidden_size\": %lld, \"num_layers\": %d, \"layer_kinds\": "
                 "%s, \"max_positions\": %lld, \"config_digest\": %s},\n",
-                quoted(m.modelType).c_str(), static_cast<long long>(m.vocabSize),
+                jsonQuoted(m.modelType).c_str(), static_cast<long long>(m.vocabSize),
                 static_cast<long long>(m.hiddenSize), m.numLayers,
-                quoted(m.layerKinds).c_str(),
+                jsonQuoted(m.layerKinds).c_str(),
                 static_cast<long long>(m.maxPositions),
-                quoted(m.configDigest ? digestText(m.configDigest) : "").c_str());
+                jsonQuoted(m.configDigest ? digestText(m.configDigest) : "").c_str());
     const std::vector<int32_t> axes = a.target.grid();
     const std::vector<int64_t> grid(axes.begin(), axes.end());
     std::printf("  \"target\": {\"name\": %s, \"ranks\": %d, \"grid\": %s, "
                 "\"data_parallel\": %d},\n",
-                quoted(a.target.name()).c_str(), a.target.numRanks,
+                jsonQuoted(a.target.name()).c_str(), a.target.numRanks,
                 shapeJson(grid).c_str(), a.target.dataParallel);
     std::printf("  \"kernels\": [");
     for (size_t i = 0; i < a.kernels.size(); ++i)
       std::printf("%s\n    {\"name\": %s, \"kind\": %s, \"bytes\": %zu, "
                   "\"checksum\": %s}",
-                  i ? "," : "", quoted(a.kernels[i].name).c_str(),
-                  quoted(kernelKindName(a.kernels[i].kind)).c_str(),
+                  i ? "," : "", jsonQuoted(a.kernels[i].name).c_str(),
+                  jsonQuoted(kernelKindName(a.kernels[i].kind)).c_str(),
                   a.kernels[i].image.size(),
-                  quoted(digestText(a.kernels[i].checksum)).c_str());
+                  jsonQuoted(digestText(a.kernels[i].checksum)).c_str());
     std::printf("\n  ],\n  \"entries\": [");
     for (size_t i = 0; i < a.entries.size(); ++i) {
       const EntrySpec &e = a.entries[i];
       std::printf("%s\n    {\n      \"name\": %s,\n", i ? "," : "",
-                  quoted(e.name).c_str());
+                  jsonQuoted(e.name).c_str());
       printTensors("inputs", e.inputs);
       std::printf(",\n");
       printTensors("outputs", e.outputs);

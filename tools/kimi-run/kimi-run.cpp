@@ -1,8 +1,9 @@
 //===- kimi-run.cpp - run a compiled model --------------------------------===//
 //
-// Loads a .kimi artifact and its weights, prefills a prompt and decodes
-// greedily, printing the tokens, throughput and memory. Built on the runtime
-// alone (no LLVM/MLIR).
+// Loads a .kimi artifact and its weights, prefills a prompt (token ids, or
+// text through a tokenizer) and generates, printing the tokens (and the
+// text as it comes), throughput and memory. Built on the runtime alone (no
+// LLVM/MLIR).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,11 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/session/session.h"
 #include "runtime/support/file_io.h"
+#include "runtime/text/chat_format.h"
+#include "runtime/text/generate.h"
+#include "runtime/text/sampler.h"
+#include "runtime/text/tokenizer.h"
+#include "runtime/weights/json.h"
 #include "runtime/weights/random_weights.h"
 #include "runtime/weights/weight_loader.h"
 
@@ -39,15 +45,18 @@ namespace {
 
 const char *kUsage =
     "usage: kimi-run MODEL.kimi (--weights PATH... | --random-weights SEED)\n"
-    "                [--prompt-ids 1,2,3 | --prompt-random N] "
-    "[--max-new-tokens N]\n"
+    "                (--prompt-ids 1,2,3 | --prompt-random N |\n"
+    "                 --tokenizer DIR (--prompt TEXT | --chat TEXT [--system TEXT]))\n"
+    "                [--max-new-tokens N] [sampling options] [--stop TEXT...]\n"
     "                [--save-weights FILE] [--dump-logits FILE] [--seed S]\n"
     "                [--allow-nonfinite]\n"
     "                [--rank R --store FILE] [--device D]\n"
     "\n"
-    "Runs a model compiled by kimi-compile: prefills the prompt, then decodes\n"
-    "greedily, and prints the generated tokens, prefill and decode tokens/s\n"
-    "and peak memory.\n"
+    "Runs a model compiled by kimi-compile: prefills the prompt, then\n"
+    "generates (greedily unless sampling options say otherwise) until the\n"
+    "model's end-of-sequence token, a stop string or --max-new-tokens, and\n"
+    "prints the generated tokens, prefill and decode tokens/s and peak memory.\n"
+    "With a tokenizer the text is printed as it is generated.\n"
     "\n"
     "  --weights PATH        a .safetensors file, a model.safetensors.index.json\n"
     "                        (its shards, checked against it), or a directory\n"
@@ -59,7 +68,27 @@ const char *kUsage =
     "  --save-weights FILE   with --random-weights: keep them in FILE\n"
     "  --prompt-ids LIST     comma-separated token ids\n"
     "  --prompt-random N     N random token ids (from --seed, default 1)\n"
-    "  --max-new-tokens N    tokens to generate (default 16)\n"
+    "  --max-new-tokens N    tokens to generate at most (default 16)\n"
+    "\n"
+    "Text (docs/text.md):\n"
+    "  --tokenizer DIR       tiktoken.model (+ tokenizer_config.json) of the\n"
+    "                        model; the demo's is build/tokenizers/kimi-tiny\n"
+    "  --prompt TEXT         the prompt as text (special-token text such as\n"
+    "                        <|im_end|> becomes the token, as released)\n"
+    "  --chat TEXT           a user message in the released chat format,\n"
+    "                        with the default system prompt or --system TEXT;\n"
+    "                        generation also ends at <|im_end|>\n"
+    "  --stop TEXT           end generation when TEXT appears (not printed;\n"
+    "                        repeatable; also across tokens)\n"
+    "  --ignore-eos          do not end at the model's eos_token_id\n"
+    "\n"
+    "Sampling (default greedy; --seed S seeds the draws, default 1):\n"
+    "  --temperature T       0 is greedy (0 .. 100)\n"
+    "  --top-k K             the K most likely tokens (0: all)\n"
+    "  --top-p P             the most likely tokens up to mass P (0 < P <= 1)\n"
+    "  --min-p P             tokens at least P times the most likely's\n"
+    "  --presence-penalty X  lowers generated tokens' logits by X (-2 .. 2)\n"
+    "  --frequency-penalty X lowers them by X per occurrence (-2 .. 2)"
     "  --dump-logits FILE    write every logits row (prompt rows, then one\n"
     "                        per generated token) as raw little-endian f32\n"
     "                        (through a temporary file renamed over FILE\n"
@@ -93,9 +122,11 @@ const char *kUsage =
     "Several sequences: an artifact compiled with --batch B steps B sequences\n"
     "together, and with data parallelism (--strategy dp over D groups) each\n"
     "group steps its own. Sequence s (0 .. D*B-1) gets the random prompt of\n"
-    "seed S + s (--prompt-ids: the same prompt for every sequence); rank 0\n"
-    "prints 'generated[s]:' per sequence, and --dump-logits holds sequence\n"
-    "0's rows, then sequence 1's, and so on.\n";
+    "seed S + s (--prompt-ids: the same prompt for every sequence) and draws\n"
+    "with seed S + s; rank 0 prints 'generated[s]:' per sequence, and\n"
+    "--dump-logits holds sequence 0's rows, then sequence 1's, and so on.\n"
+    "Several sequences always run --max-new-tokens steps; text, --stop and\n"
+    "the end-of-sequence token need a one-sequence artifact.\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "kimi-run: error: %s\n", message.c_str());
@@ -167,14 +198,14 @@ Status gatherAll(Communicator *comm, const CudaDevice *device,
   return recv.download(all.data(), out);
 }
 
-int32_t argmax(const float *row, int64_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
-
 
 /// The command line.
 struct RunOptions {
   std::string model, saveWeights, dumpLogits, promptIds, store;
+  std::string tokenizer, promptText, chatText, systemText;
+  bool systemGiven = false, ignoreEos = false;
+  std::vector<std::string> stops;
+  SamplingParams sampling;
   std::vector<std::string> weightArgs;
   long long randomSeed = -1, promptRandom = 0, maxNew = 16, seed = 1;
   long long rank = -1, device = -1;
@@ -278,6 +309,45 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
     } else if (a == "--dump-logits") {
       if (!value(o.dumpLogits))
         return invalidArgument("--dump-logits needs a file");
+    } else if (a == "--tokenizer") {
+      if (!value(o.tokenizer))
+        return invalidArgument("--tokenizer needs a directory");
+    } else if (a == "--prompt") {
+      if (!value(o.promptText))
+        return invalidArgument("--prompt needs text");
+      if (o.promptText.empty())
+        return invalidArgument("--prompt: the text is empty");
+    } else if (a == "--chat") {
+      if (!value(o.chatText))
+        return invalidArgument("--chat needs text");
+    } else if (a == "--system") {
+      if (!value(o.systemText))
+        return invalidArgument("--system needs text");
+      o.systemGiven = true;
+    } else if (a == "--stop") {
+      if (!value(v) || v.empty())
+        return invalidArgument("--stop needs a non-empty text");
+      o.stops.push_back(v);
+    } else if (a == "--ignore-eos") {
+      o.ignoreEos = true;
+    } else if (a == "--top-k") {
+      long long k;
+      if (!number(k) || k < 0)
+        return invalidArgument("--top-k needs a count (0: all tokens)");
+      o.sampling.topK = k;
+    } else if (a == "--temperature" || a == "--top-p" || a == "--min-p" ||
+               a == "--presence-penalty" || a == "--frequency-penalty") {
+      if (!value(v))
+        return invalidArgument(a + " needs a number");
+      char *end = nullptr;
+      double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end)
+        return invalidArgument(a + " '" + v + "' is not a number");
+      (a == "--temperature"        ? o.sampling.temperature
+       : a == "--top-p"            ? o.sampling.topP
+       : a == "--min-p"            ? o.sampling.minP
+       : a == "--presence-penalty" ? o.sampling.presencePenalty
+                                   : o.sampling.frequencyPenalty) = x;
     } else if (!a.empty() && a[0] == '-') {
       return invalidArgument("unknown option '" + a + "' (see --help)");
     } else if (o.model.empty()) {
@@ -295,8 +365,20 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
     return invalidArgument("--save-weights keeps --random-weights in a file; "
                            "with --weights the weights are files already");
   KIMI_RETURN_IF_ERROR(checkOutputs(o));
-  if (o.promptIds.empty() == (o.promptRandom == 0))
-    return invalidArgument("give exactly one of --prompt-ids and --prompt-random");
+  const int prompts = !o.promptIds.empty() + (o.promptRandom != 0) +
+                      !o.promptText.empty() + !o.chatText.empty();
+  if (prompts != 1)
+    return invalidArgument("give exactly one of --prompt-ids, --prompt-random, "
+                           "--prompt and --chat");
+  if ((!o.promptText.empty() || !o.chatText.empty()) && o.tokenizer.empty())
+    return invalidArgument(std::string(o.chatText.empty() ? "--prompt" : "--chat") +
+                           " needs --tokenizer DIR");
+  if (o.systemGiven && o.chatText.empty())
+    return invalidArgument("--system goes with --chat");
+  if (!o.stops.empty() && o.tokenizer.empty())
+    return invalidArgument("--stop needs --tokenizer DIR (stop strings are text)");
+  if (Status s = validateSamplingParams(o.sampling); !s.isOk())
+    return s;
   return o;
 }
 
@@ -351,12 +433,25 @@ struct Generation {
   std::vector<std::vector<float>> rows;
 };
 
-/// Prefills `prompt` (B sequences' tokens, one after the other) and decodes
-/// greedily up to `maxNew` tokens a sequence into `g`, which keeps what was
-/// generated before an error.
-Status generate(Session &s, const std::vector<int32_t> &prompt,
-                long long maxNew, bool keepRows, Generation &g) {
+/// Prefills `prompt` (B sequences' tokens, one after the other) and
+/// generates `maxNew` tokens a sequence into `g` (sequence b draws with
+/// seed firstSeed + b), which keeps what was generated before an error.
+Status generateBatch(Session &s, const std::vector<int32_t> &prompt,
+                     long long maxNew, bool keepRows, const SamplingParams &sampling,
+                     uint64_t firstSeed, Generation &g) {
   const int64_t B = s.batch();
+  std::vector<Sampler> samplers;
+  for (int64_t b = 0; b < B; ++b) {
+    SamplingParams p = sampling;
+    p.seed = firstSeed + static_cast<uint64_t>(b);
+    samplers.emplace_back(p);
+  }
+  auto draw = [&](int64_t b, const float *row, int64_t vocab) -> Status {
+    KIMI_ASSIGN_OR_RETURN(int32_t t, samplers[b].sample(row, vocab));
+    samplers[b].accept(t);
+    g.tokens[b].push_back(t);
+    return Status::ok();
+  };
   g.tokens.resize(size_t(B));
   g.rows.resize(size_t(B));
   auto keep = [&](const LogitsView &l) {
@@ -374,8 +469,8 @@ Status generate(Session &s, const std::vector<int32_t> &prompt,
   if (maxNew > 0) {
     const int64_t perSequence = logits.rows / B; // the prompt length, or 1
     for (int64_t b = 0; b < B; ++b)
-      g.tokens[b].push_back(argmax(
-          logits.data + ((b + 1) * perSequence - 1) * logits.vocab, logits.vocab));
+      KIMI_RETURN_IF_ERROR(draw(
+          b, logits.data + ((b + 1) * perSequence - 1) * logits.vocab, logits.vocab));
   }
   std::vector<int32_t> next(static_cast<size_t>(B));
   while (static_cast<long long>(g.tokens[0].size()) < maxNew) {
@@ -384,7 +479,7 @@ Status generate(Session &s, const std::vector<int32_t> &prompt,
     KIMI_ASSIGN_OR_RETURN(LogitsView step, s.decode(next.data(), next.size()));
     keep(step);
     for (int64_t b = 0; b < B; ++b)
-      g.tokens[b].push_back(argmax(step.data + b * step.vocab, step.vocab));
+      KIMI_RETURN_IF_ERROR(draw(b, step.data + b * step.vocab, step.vocab));
   }
   return Status::ok();
 }
@@ -450,6 +545,30 @@ void printCounters(const SessionCounters &c) {
   getrusage(RUSAGE_SELF, &usage);
   std::printf("memory: session state peak %.2f MiB, process peak RSS %.1f MiB\n",
               c.peakBytes / 1048576.0, usage.ru_maxrss / 1024.0);
+}
+
+/// The model's end-of-sequence ids: `eos_token_id` (a number or a list) of
+/// the config it was compiled from, at the top or under text_config.
+std::vector<int32_t> modelEosTokens(const ArtifactSpec &spec) {
+  std::vector<int32_t> ids;
+  const std::string &text = spec.model.configJson;
+  StatusOr<JsonValue> json = parseJson(text.data(), text.size());
+  if (!json || !json->isObject())
+    return ids;
+  const JsonValue *eos = json->find("eos_token_id");
+  if (!eos)
+    if (const JsonValue *inner = json->find("text_config"))
+      eos = inner->isObject() ? inner->find("eos_token_id") : nullptr;
+  auto add = [&](const JsonValue &v) {
+    if (v.isUint64 && v.uint64 <= static_cast<uint64_t>(INT32_MAX))
+      ids.push_back(static_cast<int32_t>(v.uint64));
+  };
+  if (eos && eos->isArray())
+    for (const JsonValue &v : eos->array)
+      add(v);
+  else if (eos)
+    add(*eos);
+  return ids;
 }
 
 /// The prompts of the B sequences this rank's session steps (sequence-
@@ -539,6 +658,31 @@ int main(int argc, char **argv) {
       return fail(ids.status().message());
     promptList = std::move(ids.value());
   }
+  // Text: read before the weights, so a bad tokenizer or prompt costs no load.
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int32_t> stopTokens;
+  if (!o.tokenizer.empty()) {
+    StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::load(o.tokenizer);
+    if (!loaded)
+      return fail(loaded.status().message());
+    tokenizer = std::move(*loaded);
+    Status encoded = Status::ok();
+    if (!o.promptText.empty()) {
+      encoded = tokenizer->encode(o.promptText, SpecialText::kRecognize, promptList);
+    } else if (!o.chatText.empty()) {
+      ChatOptions chat;
+      if (o.systemGiven)
+        chat.defaultSystemPrompt = o.systemText;
+      encoded = encodeChat(*tokenizer, {{"user", o.chatText, ""}}, chat, promptList);
+      if (encoded.isOk())
+        stopTokens.push_back(*chatEndToken(*tokenizer));
+    }
+    if (!encoded.isOk())
+      return fail((o.chatText.empty() ? "--prompt: " : "--chat: ") + encoded.message());
+  }
+  if (!o.ignoreEos)
+    for (int32_t id : modelEosTokens(*spec))
+      stopTokens.push_back(id);
 
   // Rank 0 writes the random weights (and --dump-logits).
   RunOptions weightOptions = o;
@@ -573,6 +717,10 @@ int main(int argc, char **argv) {
   // serves sequences group * B .. group * B + B - 1 of the whole batch.
   const int64_t B = s.batch();
   const int64_t sequences = int64_t(spec->target.dataParallel) * B;
+  if (sequences > 1 && (tokenizer || !o.stops.empty()))
+    return fail("--tokenizer, --prompt, --chat and --stop need a one-sequence "
+                "artifact; this one steps " + std::to_string(sequences) +
+                " sequences");
   const std::vector<int32_t> tokens =
       sessionPrompts(o, promptList, group, B, vocab);
   const int64_t promptLength = static_cast<int64_t>(tokens.size()) / B;
@@ -604,36 +752,101 @@ int main(int argc, char **argv) {
   std::printf("\n");
 
   const bool keepRows = !o.dumpLogits.empty();
-  Generation generated;
-  Status ran = generate(s, tokens, o.maxNew, keepRows, generated);
-  if (!ran.isOk()) {
-    // What was generated before the error is printed (each sequence's
-    // tokens so far; no logits file is written).
-    for (int64_t b = 0; b < B && !quiet; ++b) {
-      if (generated.tokens[b].empty())
-        continue;
-      std::printf(B == 1 ? "generated before the error:"
-                         : "generated[%lld] before the error:", (long long)b);
-      for (int32_t t : generated.tokens[b])
-        std::printf(" %d", t);
-      std::printf("\n");
+  Status written = Status::ok();
+  int64_t dumpedRows = 0;
+  if (sequences == 1) {
+    // One sequence: the runtime's generation loop, stop tokens and strings,
+    // the text streamed as it becomes final.
+    GenerateOptions g;
+    g.sampling = o.sampling;
+    g.sampling.seed = static_cast<uint64_t>(o.seed);
+    g.maxNewTokens = o.maxNew;
+    g.stopTokens = stopTokens;
+    g.stopStrings = o.stops;
+    std::vector<float> rows;
+    if (keepRows) {
+      g.prefillRows = PrefillLogits::kAll;
+      g.onLogits = [&](const LogitsView &l) {
+        rows.insert(rows.end(), l.data, l.data + l.rows * l.vocab);
+      };
     }
-    std::fflush(stdout);
-    return fail(ran.message());
+    if (tokenizer) {
+      std::printf("text: ");
+      std::fflush(stdout);
+    }
+    GenerateResult result;
+    Status ran = generate(
+        s, tokenizer.get(), tokens, g,
+        [&](int32_t, std::string_view text) {
+          if (tokenizer && !text.empty()) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+          }
+          return true;
+        },
+        result);
+    if (tokenizer)
+      std::printf("\n");
+    if (!ran.isOk()) {
+      // What was generated before the error is printed (no logits file).
+      if (!result.tokens.empty()) {
+        std::printf("generated before the error:");
+        for (int32_t t : result.tokens)
+          std::printf(" %d", t);
+        std::printf("\n");
+      }
+      std::fflush(stdout);
+      return fail(ran.message());
+    }
+    std::printf("generated:");
+    for (int32_t t : result.tokens)
+      std::printf(" %d", t);
+    std::printf("\n");
+    std::printf("stop: %s", stopReasonName(result.reason));
+    if (result.reason == StopReason::kStopToken)
+      std::printf(" (token %d)", result.tokens.back());
+    if (result.reason == StopReason::kStopString)
+      std::printf(" (\"%s\")", result.stopString.c_str());
+    std::printf("\n");
+    if (dump) {
+      written = dump->write(rows.data(), rows.size() * sizeof(float));
+      dumpedRows = static_cast<int64_t>(rows.size()) / vocab;
+    }
+  } else {
+    Generation generated;
+    Status ran = generateBatch(s, tokens, o.maxNew, keepRows, o.sampling,
+                               static_cast<uint64_t>(o.seed + group * B), generated);
+    if (!ran.isOk()) {
+      // What was generated before the error is printed (each sequence's
+      // tokens so far; no logits file is written).
+      for (int64_t b = 0; b < B && !quiet; ++b) {
+        if (generated.tokens[b].empty())
+          continue;
+        std::printf(B == 1 ? "generated before the error:"
+                           : "generated[%lld] before the error:", (long long)b);
+        for (int32_t t : generated.tokens[b])
+          std::printf(" %d", t);
+        std::printf("\n");
+      }
+      std::fflush(stdout);
+      return fail(ran.message());
+    }
+    StatusOr<int64_t> printed =
+        printSequences(generated, *spec, ranks, B, keepRows, dump.get());
+    if (printed)
+      dumpedRows = *printed;
+    else
+      written = printed.takeStatus();
   }
-  StatusOr<int64_t> dumpedRows =
-      printSequences(generated, *spec, ranks, B, keepRows, dump.get());
   // Every write is checked, the last ones (buffered) at the commit.
-  if (dump && dumpedRows.isOk())
-    if (Status committed = dump->commit(); !committed.isOk())
-      dumpedRows = std::move(committed);
-  if (!dumpedRows.isOk())
-    return fail("--dump-logits '" + o.dumpLogits + "': " +
-                dumpedRows.status().message());
+  if (dump && written.isOk())
+    written = dump->commit();
+  if (!written.isOk())
+    return fail("--dump-logits '" + o.dumpLogits + "': " + written.message());
   printCounters(s.counters());
   if (dump)
     std::printf("logits: %lld rows x %lld written to %s\n",
-                (long long)dumpedRows.value(), (long long)vocab,
+                (long long)dumpedRows, (long long)vocab,
                 o.dumpLogits.c_str());
   // KIMI_GPU_PROFILE=1: the GPU model's per-kernel device times.
   if (std::string profile = exe.value()->profileReport(); !profile.empty())
