@@ -510,6 +510,7 @@ kimi_status kimi_generate(kimi_session *session, const kimi_tokenizer *tokenizer
   GenerateOptions o;
   o.sampling = fromC(options->sampling);
   o.maxNewTokens = options->max_new_tokens;
+  o.showSpecialTokens = options->show_special_tokens != 0;
   o.stopTokens.assign(options->stop_tokens,
                       options->stop_tokens + options->num_stop_tokens);
   for (size_t i = 0; i < options->num_stop_strings; ++i) {

@@ -225,6 +225,7 @@ typedef struct kimi_generate_options {
   size_t num_stop_tokens;
   const char *const *stop_strings; /* need a tokenizer; never shown */
   size_t num_stop_strings;
+  int show_special_tokens;         /* 0 (default): special tokens make no text */
 } kimi_generate_options;
 KIMI_API void kimi_generate_options_default(kimi_generate_options *options);
 

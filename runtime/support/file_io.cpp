@@ -10,6 +10,29 @@
 
 namespace kimi::rt {
 
+namespace {
+
+/// The process's umask. Read from /proc (Linux 4.7+), since umask() can only
+/// be read by setting it, which races with other threads creating files;
+/// that way only where /proc has no Umask line.
+mode_t processUmask() {
+  if (std::FILE *f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    unsigned mask = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f))
+      found = std::sscanf(line, "Umask: %o", &mask) == 1;
+    std::fclose(f);
+    if (found)
+      return static_cast<mode_t>(mask);
+  }
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
+}
+
+} // namespace
+
 StatusOr<RegularFile> RegularFile::open(const std::string &path,
                                         const std::string &label) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
@@ -87,9 +110,7 @@ StatusOr<std::unique_ptr<OutputFile>> OutputFile::create(const std::string &path
     return ioError("cannot create a temporary file beside '" + path +
                    "': " + std::strerror(errno));
   // mkstemp makes it 0600; an output gets the usual mode (umask applied).
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
+  ::fchmod(fd, 0666 & ~processUmask());
   out->temporary_ = pattern;
   out->file_ = ::fdopen(fd, "wb");
   if (!out->file_) {

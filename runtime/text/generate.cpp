@@ -61,7 +61,8 @@ Status generate(Session &session, const Tokenizer *tokenizer,
       StatusOr<std::string_view> bytes = tokenizer->tokenBytes(token);
       if (!bytes)
         return bytes.takeStatus().addContext("the model generated a token the tokenizer lacks");
-      shown = stops.push(utf8.push(*bytes), &stopped);
+      if (options.showSpecialTokens || !tokenizer->isSpecial(token))
+        shown = stops.push(utf8.push(*bytes), &stopped);
     }
     if (stopped) {
       result.reason = StopReason::kStopString;

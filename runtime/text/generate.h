@@ -31,6 +31,9 @@ struct GenerateOptions {
   std::vector<int32_t> stopTokens;
   /// Texts that end generation (needs a tokenizer; not shown).
   std::vector<std::string> stopStrings;
+  /// Whether special tokens (<|im_middle|>, reserved ids) appear in the
+  /// text; off by default, as in vLLM's skip_special_tokens.
+  bool showSpecialTokens = false;
   /// Which prefill rows reach onLogits (kLast: only the one sampled from).
   PrefillLogits prefillRows = PrefillLogits::kLast;
   /// Sees every logits view, prefill's and each step's (optional).

@@ -53,7 +53,12 @@ def parse(out):
     return text, ids, (stop[0].decode() if stop else "")
 
 
+SPECIAL = 384  # the demo tokenizer's special tokens start here
+
+
 def token_bytes(ids):
+    """The text kimi-run shows for `ids`: special tokens leave none."""
+    ids = [t for t in ids if t < SPECIAL]
     p = subprocess.run([tokenize, "decode", "--tokenizer", tok_dir, *map(str, ids)],
                        capture_output=True, check=True)
     return p.stdout
@@ -65,7 +70,14 @@ first = kimi_run(*base, "--save-weights", weights, "--prompt",
 text, ids, stop = parse(first.stdout)
 check(len(ids) == 40 and stop == "stop: length", "40 tokens, stopped by the limit (%s)" % stop)
 decoded = token_bytes(ids).decode("utf-8", errors="replace").encode()
-check(text == decoded, "the streamed text is the decoding of the ids")
+check(text == decoded, "the streamed text is the decoding of the ids (special tokens left out)")
+shown_special = parse(kimi_run("--weights", weights, "--tokenizer", tok_dir, "--prompt",
+                               "The model answers questions, and", "--max-new-tokens", "40",
+                               "--show-special").stdout)[0]
+everything = subprocess.run([tokenize, "decode", "--tokenizer", tok_dir, *map(str, ids)],
+                            capture_output=True, check=True).stdout
+check(shown_special == everything.decode("utf-8", errors="replace").encode(),
+      "--show-special shows the special tokens' text too")
 
 # A stop string across a token boundary: the last byte of token i and the
 # first of token i+1, both printable ASCII, first found at that boundary.

@@ -81,6 +81,8 @@ const char *kUsage =
     "  --stop TEXT           end generation when TEXT appears (not printed;\n"
     "                        repeatable; also across tokens)\n"
     "  --ignore-eos          do not end at the model's eos_token_id\n"
+    "  --show-special        print special tokens (<|im_middle|>, reserved\n"
+    "                        ids) in the text; they are left out by default\n"
     "\n"
     "Sampling (default greedy; --seed S seeds the draws, default 1):\n"
     "  --temperature T       0 is greedy (0 .. 100)\n"
@@ -203,7 +205,7 @@ Status gatherAll(Communicator *comm, const CudaDevice *device,
 struct RunOptions {
   std::string model, saveWeights, dumpLogits, promptIds, store;
   std::string tokenizer, promptText, chatText, systemText;
-  bool systemGiven = false, ignoreEos = false;
+  bool systemGiven = false, ignoreEos = false, showSpecial = false;
   std::vector<std::string> stops;
   SamplingParams sampling;
   std::vector<std::string> weightArgs;
@@ -330,6 +332,8 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
       o.stops.push_back(v);
     } else if (a == "--ignore-eos") {
       o.ignoreEos = true;
+    } else if (a == "--show-special") {
+      o.showSpecial = true;
     } else if (a == "--top-k") {
       long long k;
       if (!number(k) || k < 0)
@@ -377,6 +381,8 @@ StatusOr<RunOptions> parseArgs(int argc, char **argv) {
     return invalidArgument("--system goes with --chat");
   if (!o.stops.empty() && o.tokenizer.empty())
     return invalidArgument("--stop needs --tokenizer DIR (stop strings are text)");
+  if (o.showSpecial && o.tokenizer.empty())
+    return invalidArgument("--show-special needs --tokenizer DIR");
   if (Status s = validateSamplingParams(o.sampling); !s.isOk())
     return s;
   return o;
@@ -763,6 +769,7 @@ int main(int argc, char **argv) {
     g.maxNewTokens = o.maxNew;
     g.stopTokens = stopTokens;
     g.stopStrings = o.stops;
+    g.showSpecialTokens = o.showSpecial;
     std::vector<float> rows;
     if (keepRows) {
       g.prefillRows = PrefillLogits::kAll;
