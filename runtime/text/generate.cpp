@@ -2,8 +2,10 @@
 
 #include "runtime/text/generate.h"
 #include "runtime/text/text_stream.h"
+#include "runtime/weights/json.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace kimi::rt {
 
@@ -19,6 +21,27 @@ const char *stopReasonName(StopReason reason) {
     return "callback";
   }
   return "?";
+}
+
+std::vector<int32_t> modelEosTokens(const ModelInfo &model) {
+  std::vector<int32_t> ids;
+  StatusOr<JsonValue> json = parseJson(model.configJson.data(), model.configJson.size());
+  if (!json || !json->isObject())
+    return ids;
+  const JsonValue *eos = json->find("eos_token_id");
+  if (!eos)
+    if (const JsonValue *inner = json->find("text_config"))
+      eos = inner->isObject() ? inner->find("eos_token_id") : nullptr;
+  auto add = [&](const JsonValue &v) {
+    if (v.isUint64 && v.uint64 <= static_cast<uint64_t>(INT32_MAX))
+      ids.push_back(static_cast<int32_t>(v.uint64));
+  };
+  if (eos && eos->isArray())
+    for (const JsonValue &v : eos->array)
+      add(v);
+  else if (eos)
+    add(*eos);
+  return ids;
 }
 
 Status generate(Session &session, const Tokenizer *tokenizer,

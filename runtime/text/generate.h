@@ -10,6 +10,7 @@
 #ifndef KIMI_RUNTIME_TEXT_GENERATE_H
 #define KIMI_RUNTIME_TEXT_GENERATE_H
 
+#include "runtime/artifact/types.h"
 #include "runtime/session/session.h"
 #include "runtime/text/sampler.h"
 #include "runtime/text/tokenizer.h"
@@ -51,6 +52,11 @@ struct GenerateResult {
 /// it (often empty: an unfinished character, a possible stop string), and
 /// once more at the end with token -1 and the rest. Returning false stops.
 using TokenCallback = std::function<bool(int32_t token, std::string_view text)>;
+
+/// The model's end-of-sequence ids: `eos_token_id` (a number or a list) of
+/// the config the artifact was compiled from, at its top or under
+/// text_config; none when the config has none.
+std::vector<int32_t> modelEosTokens(const ModelInfo &model);
 
 /// Generates from `prompt` on a one-sequence session (batch 1). Without a
 /// tokenizer no text is made and stop strings are refused. `result` keeps

@@ -553,30 +553,6 @@ void printCounters(const SessionCounters &c) {
               c.peakBytes / 1048576.0, usage.ru_maxrss / 1024.0);
 }
 
-/// The model's end-of-sequence ids: `eos_token_id` (a number or a list) of
-/// the config it was compiled from, at the top or under text_config.
-std::vector<int32_t> modelEosTokens(const ArtifactSpec &spec) {
-  std::vector<int32_t> ids;
-  const std::string &text = spec.model.configJson;
-  StatusOr<JsonValue> json = parseJson(text.data(), text.size());
-  if (!json || !json->isObject())
-    return ids;
-  const JsonValue *eos = json->find("eos_token_id");
-  if (!eos)
-    if (const JsonValue *inner = json->find("text_config"))
-      eos = inner->isObject() ? inner->find("eos_token_id") : nullptr;
-  auto add = [&](const JsonValue &v) {
-    if (v.isUint64 && v.uint64 <= static_cast<uint64_t>(INT32_MAX))
-      ids.push_back(static_cast<int32_t>(v.uint64));
-  };
-  if (eos && eos->isArray())
-    for (const JsonValue &v : eos->array)
-      add(v);
-  else if (eos)
-    add(*eos);
-  return ids;
-}
-
 /// The prompts of the B sequences this rank's session steps (sequence-
 /// major): --prompt-ids for each, or sequence s's random prompt of seed
 /// --seed + s, s counted over the data-parallel groups.
@@ -687,7 +663,7 @@ int main(int argc, char **argv) {
       return fail((o.chatText.empty() ? "--prompt: " : "--chat: ") + encoded.message());
   }
   if (!o.ignoreEos)
-    for (int32_t id : modelEosTokens(*spec))
+    for (int32_t id : modelEosTokens(spec->model))
       stopTokens.push_back(id);
 
   // Rank 0 writes the random weights (and --dump-logits).
