@@ -79,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   result.text = std::string(body.substr(0, 16));
   result.reason = StopReason::kStopToken;
   const std::string whole = responseJson(request, model, "id\"1", 7, result);
-  const std::string chunk = streamChunk(request, model, "id", 7, result.text, nullptr, true, nullptr);
-  const std::string last = streamChunk(request, model, "id", 7, "", "stop", false, &result);
+  const std::string chunk = streamChunk(request, model, "id", 7, result.text, {104}, nullptr, true, nullptr);
+  const std::string last = streamChunk(request, model, "id", 7, "", {}, "stop", false, &result);
   if (!validJson(whole) || chunk.compare(0, 6, "data: ") != 0 ||
       !validJson(chunk.substr(6)) || !validJson(last.substr(6)))
     abort();

@@ -301,7 +301,8 @@ std::string responseJson(const ApiRequest &request, const ServedModel &model,
 
 std::string streamChunk(const ApiRequest &request, const ServedModel &model,
                         const std::string &id, int64_t created, const std::string &text,
-                        const char *finish, bool first, const GenerateResult *usage) {
+                        const std::vector<int32_t> &tokens, const char *finish, bool first,
+                        const GenerateResult *usage) {
   const bool chat = request.endpoint == Endpoint::kChatCompletions;
   std::string choice = "{\"index\": 0, ";
   if (chat) {
@@ -315,7 +316,8 @@ std::string streamChunk(const ApiRequest &request, const ServedModel &model,
     choice += "\"text\": " + jsonQuoted(text) + ", \"logprobs\": null, ";
   }
   choice += "\"finish_reason\": " +
-            (finish ? "\"" + std::string(finish) + "\"" : std::string("null")) + "}";
+            (finish ? "\"" + std::string(finish) + "\"" : std::string("null")) +
+            ", \"token_ids\": " + idsJson(tokens) + "}";
   std::string out = head(request, model, id, created, true) + ", \"choices\": [" + choice + "]";
   if (request.includeUsage)
     out += ", \"usage\": " + (usage ? usageJson(request, *usage) : std::string("null"));

@@ -65,11 +65,13 @@ std::string responseJson(const ApiRequest &request, const ServedModel &model,
                          const std::string &id, int64_t created,
                          const rt::GenerateResult &result);
 /// One `data: {...}\n\n` event of a streamed response: text so far not yet
-/// sent (first: the assistant role for chat), or the final one with
+/// sent and the tokens generated since the last event (`token_ids`, a kimi
+/// extension; first: the assistant role for chat), or the final one with
 /// finish_reason (and usage when asked for).
 std::string streamChunk(const ApiRequest &request, const ServedModel &model,
                         const std::string &id, int64_t created, const std::string &text,
-                        const char *finish, bool first, const rt::GenerateResult *usage);
+                        const std::vector<int32_t> &tokens, const char *finish, bool first,
+                        const rt::GenerateResult *usage);
 
 /// GET /v1/models.
 std::string modelsJson(const ServedModel &model);

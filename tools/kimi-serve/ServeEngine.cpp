@@ -99,6 +99,7 @@ void ServeEngine::work(int slot) {
                 }
                 job->lastToken = now;
                 ++job->tokens;
+                job->pendingTokens.push_back(token);
               }
               job->pending.append(text.data(), text.size());
             }

@@ -41,6 +41,7 @@ struct Job {
   std::mutex mutex;
   std::condition_variable changed;
   std::string pending;       // text not yet taken by the handler
+  std::vector<int32_t> pendingTokens; // and the tokens it came with
   bool started = false, done = false;
   rt::Status status;
   rt::GenerateResult result;

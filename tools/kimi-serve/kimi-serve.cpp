@@ -328,11 +328,14 @@ int main(int argc, char **argv) {
                                   [&] { return !job->pending.empty() || job->done; });
             std::string text;
             text.swap(job->pending);
+            std::vector<int32_t> tokens;
+            tokens.swap(job->pendingTokens);
             const bool done = job->done;
             lock.unlock();
             auto send = [&](const std::string &s) { return sink.write(s.data(), s.size()); };
-            if (!text.empty() || (first && job->started)) {
-              if (!send(streamChunk(api, model, id, created, text, nullptr, first, nullptr)))
+            if (!text.empty() || !tokens.empty() || (first && job->started)) {
+              if (!send(streamChunk(api, model, id, created, text, tokens, nullptr, first,
+                                    nullptr)))
                 return false;
               first = false;
             }
@@ -344,7 +347,7 @@ int main(int argc, char **argv) {
                 failed.message = job->status.message();
                 send("data: " + failed.body() + "\n\n");
               } else {
-                send(streamChunk(api, model, id, created, "",
+                send(streamChunk(api, model, id, created, "", {},
                                  finishReason(job->result.reason), first, &job->result));
               }
               send("data: [DONE]\n\n");
