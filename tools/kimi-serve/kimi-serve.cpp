@@ -330,10 +330,10 @@ int main(int argc, char **argv) {
             text.swap(job->pending);
             std::vector<int32_t> tokens;
             tokens.swap(job->pendingTokens);
-            const bool done = job->done;
+            const bool done = job->done, started = job->started;
             lock.unlock();
             auto send = [&](const std::string &s) { return sink.write(s.data(), s.size()); };
-            if (!text.empty() || !tokens.empty() || (first && job->started)) {
+            if (!text.empty() || !tokens.empty() || (first && started)) {
               if (!send(streamChunk(api, model, id, created, text, tokens, nullptr, first,
                                     nullptr)))
                 return false;
