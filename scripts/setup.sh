@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build ccache gcc g++ python3 procps
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  libgtest-dev libxxhash-dev libpcre2-dev libcpp-httplib-dev nodejs curl
+  libgtest-dev libxxhash-dev libpcre2-dev libcpp-httplib-dev pkg-config nodejs curl
   clang-22 libclang-rt-22-dev
   libflatbuffers-dev flatbuffers-compiler
   libopenmpi-dev openmpi-bin
