@@ -153,31 +153,29 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   EXPECT_EQ(seen, (std::set<int32_t>{0, 1}));
 }
 
-TEST(Sampler, PenaltiesLowerGeneratedTokens) {
-  std::vector<float> logits = {2.0f, 1.9f, 1.0f, 0.0f};
-  SamplingParams p;
-  p.frequencyPenalty = 0.5;
+// Four greedy tokens from one logits row, each counted for the penalties.
+std::vector<int32_t> fourTokens(const SamplingParams &p, const std::vector<float> &logits) {
   Sampler s(p);
-  // Greedy: 0, then 0 is at 1.5 < 1.9: 1, then 1 at 1.4 and 0 at 1.5: 0 ...
   std::vector<int32_t> got;
   for (int i = 0; i < 4; ++i) {
-    int32_t t = *s.sample(logits.data(), 4);
+    int32_t t = *s.sample(logits.data(), int64_t(logits.size()));
     s.accept(t);
     got.push_back(t);
   }
-  EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 0, 1}));
+  return got;
+}
+
+TEST(Sampler, PenaltiesLowerGeneratedTokens) {
+  const std::vector<float> logits = {2.0f, 1.9f, 1.0f, 0.0f};
+  SamplingParams p;
+  p.frequencyPenalty = 0.5;
+  // Greedy: 0, then 0 is at 1.5 < 1.9: 1, then 1 at 1.4 and 0 at 1.5: 0 ...
+  EXPECT_EQ(fourTokens(p, logits), (std::vector<int32_t>{0, 1, 0, 1}));
   SamplingParams q;
   q.presencePenalty = 1.5;
-  Sampler s2(q);
-  std::vector<int32_t> got2;
-  for (int i = 0; i < 4; ++i) {
-    int32_t t = *s2.sample(logits.data(), 4);
-    s2.accept(t);
-    got2.push_back(t);
-  }
   // Presence lowers each used token once: 0, 1, 2, then 0 (0.5) vs 1 (0.4),
   // 2 (-0.5), 3 (0.0).
-  EXPECT_EQ(got2, (std::vector<int32_t>{0, 1, 2, 0}));
+  EXPECT_EQ(fourTokens(q, logits), (std::vector<int32_t>{0, 1, 2, 0}));
 }
 
 TEST(Sampler, BrokenLogitsAndBadParametersAreErrors) {
