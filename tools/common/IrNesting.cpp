@@ -12,13 +12,15 @@ std::string IrNestingExcess::message() const {
 
 std::optional<IrNestingExcess> findIrNestingExcess(std::string_view text,
                                                    int64_t limit) {
-  int64_t depth = 0, line = 1, column = 0;
+  // The column is computed from where the line starts, so the scans that
+  // skip comments, strings and arrows need not count it.
+  int64_t depth = 0, line = 1;
+  size_t lineStart = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    ++column;
     if (c == '\n') {
       ++line;
-      column = 0;
+      lineStart = i + 1;
       continue;
     }
     if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
@@ -28,33 +30,22 @@ std::optional<IrNestingExcess> findIrNestingExcess(std::string_view text,
     }
     if (c == '"') {
       // A string literal: escapes skip the next character; a newline
-      // inside is the parser's error, not ours.
-      for (++i; i < text.size() && text[i] != '"' && text[i] != '\n'; ++i) {
-        ++column;
-        if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
+      // inside is the parser's error, not ours (it ends the scan here).
+      for (++i; i < text.size() && text[i] != '"' && text[i] != '\n'; ++i)
+        if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
           ++i;
-          ++column;
-        }
-      }
       if (i < text.size() && text[i] == '\n')
-        --i; // counted as a line above
-      else
-        ++column;
+        --i; // the newline is counted by the loop
       continue;
     }
-    if (c == '-' && i + 1 < text.size() && text[i + 1] == '>') {
-      ++i;
-      ++column;
-      continue;
-    }
-    if (c == '>' && i + 1 < text.size() && text[i + 1] == '=') {
-      ++i;
-      ++column;
+    if ((c == '-' || c == '>') && i + 1 < text.size() &&
+        text[i + 1] == (c == '-' ? '>' : '=')) {
+      ++i; // `->` and `>=` are no brackets
       continue;
     }
     if (c == '(' || c == '[' || c == '{' || c == '<') {
       if (++depth > limit)
-        return IrNestingExcess{line, column, limit};
+        return IrNestingExcess{line, static_cast<int64_t>(i - lineStart) + 1, limit};
     } else if ((c == ')' || c == ']' || c == '}' || c == '>') && depth > 0) {
       --depth;
     }
