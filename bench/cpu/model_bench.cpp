@@ -63,15 +63,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   auto artifact = std::make_shared<const ArtifactSpec>(std::move(spec.value()));
-  char path[] = "/tmp/kimi-bench-weights-XXXXXX";
-  int fd = mkstemp(path);
-  close(fd);
-  Status w = writeRandomWeights(*artifact, seed, path);
-  auto loader = WeightLoader::open({path});
-  unlink(path);
-  if (!w.isOk() || !loader.isOk()) {
-    std::fprintf(stderr, "weights: %s\n",
-                 (w.isOk() ? loader.status() : w).message().c_str());
+  auto loader = openRandomWeights(*artifact, static_cast<uint64_t>(seed), "");
+  if (!loader.isOk()) {
+    std::fprintf(stderr, "weights: %s\n", loader.status().message().c_str());
     return 1;
   }
   auto exe = CpuExecutable::create(artifact, *loader.value());

@@ -109,14 +109,7 @@ Loaded load(const std::string &path, long seed, bool onDevice) {
                   path.c_str());
     return l;
   }
-  char tmp[] = "/tmp/kimi-bench-weights-XXXXXX";
-  int fd = mkstemp(tmp);
-  close(fd);
-  Status w = writeRandomWeights(*l.artifact, seed, tmp);
-  if (!w.isOk())
-    die("random weights: " + w.message());
-  auto loader = orDie(WeightLoader::open({tmp}), "weights");
-  unlink(tmp);
+  auto loader = orDie(openRandomWeights(*l.artifact, uint64_t(seed), ""), "random weights");
   l.exe = orDie(createExecutable(l.artifact, *loader), path.c_str());
   return l;
 }

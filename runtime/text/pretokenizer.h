@@ -6,9 +6,10 @@
 // UTF-8 and Unicode-property mode. PCRE2 was chosen over ICU's regex after
 // measuring both on Kimi's expression (docs/text.md: ICU 9.4 MB/s, PCRE2's
 // JIT 64 MB/s on the same text). PCRE2 has no class intersection (`&&`),
-// so kKimiPattern writes `[X&&[^\p{Han}]]` as `(?:(?!\p{Han})[X])`, which
-// matches the same characters; the tests check the pieces against the
-// original expression run by another engine.
+// so kKimiPattern writes `[X&&[^\p{Han}]]` as `(?:(?!\p{sc=Han})[X])`,
+// which matches the same characters (pretokenizer.cpp says why sc=Han);
+// the tests check the pieces against the original expression run by
+// another engine.
 //
 //===----------------------------------------------------------------------===//
 

@@ -122,15 +122,14 @@ Tokenizer::create(BpeVocab vocab, std::vector<SpecialToken> specials,
     end = std::max<int64_t>(end, s.id + 1);
   }
   end = std::max<int64_t>(end, base + options.reservedSpecialTokens);
+  // Mark the named ids (a second name for one is an error), fill the rest
+  // of the reserved range, then index all by id.
   t->specialById_.assign(static_cast<size_t>(end - base), -1);
-  std::sort(specials.begin(), specials.end(),
-            [](const SpecialToken &a, const SpecialToken &b) { return a.id < b.id; });
-  for (size_t i = 0; i < specials.size(); ++i) {
-    int32_t &slot = t->specialById_[specials[i].id - base];
+  for (const SpecialToken &s : specials) {
+    int32_t &slot = t->specialById_[s.id - base];
     if (slot >= 0)
-      return invalidArgument("special token id " + std::to_string(specials[i].id) +
-                             " is given twice");
-    slot = static_cast<int32_t>(i);
+      return invalidArgument("special token id " + std::to_string(s.id) + " is given twice");
+    slot = 0;
   }
   for (int64_t id = base; id < base + options.reservedSpecialTokens; ++id)
     if (t->specialById_[id - base] < 0)

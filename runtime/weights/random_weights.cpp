@@ -4,7 +4,11 @@
 #include "runtime/weights/mxfp4.h"
 #include "runtime/weights/safetensors_writer.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
 
 namespace kimi::rt {
 namespace {
@@ -113,6 +117,26 @@ Status writeRandomWeights(const ArtifactSpec &artifact, uint64_t seed,
                scales.size());
   }
   return writer.write(path);
+}
+
+StatusOr<std::unique_ptr<WeightLoader>>
+openRandomWeights(const ArtifactSpec &artifact, uint64_t seed, const std::string &keepAs) {
+  std::string file = keepAs, temporary;
+  if (file.empty()) {
+    char tmpl[] = "/tmp/kimi-weights-XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    if (fd < 0)
+      return ioError(std::string("cannot create a temporary file: ") + std::strerror(errno));
+    ::close(fd);
+    file = temporary = tmpl;
+  }
+  Status s = writeRandomWeights(artifact, seed, file);
+  StatusOr<std::unique_ptr<WeightLoader>> loader =
+      s.isOk() ? WeightLoader::open({file})
+               : StatusOr<std::unique_ptr<WeightLoader>>(std::move(s));
+  if (!temporary.empty())
+    ::unlink(temporary.c_str()); // mapped: the data stays until unmapped
+  return loader;
 }
 
 } // namespace kimi::rt

@@ -13,8 +13,10 @@
 
 #include "runtime/artifact/types.h"
 #include "runtime/support/status.h"
+#include "runtime/weights/weight_loader.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,12 @@ std::vector<float> randomWeight(const std::string &name,
 /// the canonical names (`{e}` stacks as one tensor).
 Status writeRandomWeights(const ArtifactSpec &artifact, uint64_t seed,
                           const std::string &path);
+
+/// Random weights of `seed` for every tensor of `artifact`, opened: written
+/// to `keepAs` (kept), or to a temporary file that is unlinked once mapped
+/// when `keepAs` is empty.
+StatusOr<std::unique_ptr<WeightLoader>>
+openRandomWeights(const ArtifactSpec &artifact, uint64_t seed, const std::string &keepAs);
 
 } // namespace kimi::rt
 

@@ -27,10 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string text = split == std::string::npos ? "" : input.substr(split + 1);
 
   (void)BpeVocab::parse(lines, "fuzz.model");
-  std::string base;
-  for (int b = 0; b < 256; ++b)
-    base += encodeBase64(std::string(1, static_cast<char>(b))) + " " +
-            std::to_string(b) + "\n";
+  static const std::string base = [] {
+    std::string lines;
+    for (int b = 0; b < 256; ++b)
+      lines += encodeBase64(std::string(1, static_cast<char>(b))) + " " +
+               std::to_string(b) + "\n";
+    return lines;
+  }();
   StatusOr<BpeVocab> vocab = BpeVocab::parse(base + lines, "fuzz.model");
   if (!vocab)
     return 0;

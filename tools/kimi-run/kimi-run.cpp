@@ -414,23 +414,7 @@ StatusOr<std::unique_ptr<WeightLoader>> openWeights(const ArtifactSpec &spec,
                                                     const RunOptions &o) {
   if (o.randomSeed < 0)
     return WeightLoader::open(o.weightArgs);
-  std::string file = o.saveWeights, temporary;
-  if (file.empty()) {
-    char tmpl[] = "/tmp/kimi-run-weights-XXXXXX";
-    int fd = mkstemp(tmpl);
-    if (fd < 0)
-      return executionError(std::string("cannot create a temporary file: ") +
-                            std::strerror(errno));
-    close(fd);
-    file = temporary = tmpl;
-  }
-  Status s = writeRandomWeights(spec, static_cast<uint64_t>(o.randomSeed), file);
-  StatusOr<std::unique_ptr<WeightLoader>> loader =
-      s.isOk() ? WeightLoader::open({file})
-               : StatusOr<std::unique_ptr<WeightLoader>>(std::move(s));
-  if (!temporary.empty())
-    unlink(temporary.c_str()); // mapped: the data stays until unmapped
-  return loader;
+  return openRandomWeights(spec, static_cast<uint64_t>(o.randomSeed), o.saveWeights);
 }
 
 /// What a run produced on this rank: each of its B sequences' greedy

@@ -72,8 +72,6 @@ void ServeEngine::work(int slot) {
       job = queue_.front();
       queue_.pop_front();
     }
-    const Clock::time_point begin = Clock::now();
-    metrics_.queueMicros += micros(begin - job->queued);
     {
       std::lock_guard<std::mutex> lock(job->mutex);
       job->started = true;
@@ -90,7 +88,6 @@ void ServeEngine::work(int slot) {
               std::lock_guard<std::mutex> lock(job->mutex);
               if (token >= 0) {
                 if (job->tokens == 0) {
-                  job->firstToken = now;
                   metrics_.ttftMicros += micros(now - job->queued);
                   ++metrics_.ttftCount;
                 } else {

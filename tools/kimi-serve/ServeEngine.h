@@ -45,7 +45,7 @@ struct Job {
   bool started = false, done = false;
   rt::Status status;
   rt::GenerateResult result;
-  Clock::time_point queued, firstToken, lastToken;
+  Clock::time_point queued, lastToken;
   int64_t tokens = 0;
 };
 
@@ -56,7 +56,6 @@ struct EngineMetrics {
   // Sums in microseconds, and counts, for Prometheus summaries.
   std::atomic<int64_t> ttftMicros{0}, ttftCount{0};
   std::atomic<int64_t> itlMicros{0}, itlCount{0};
-  std::atomic<int64_t> queueMicros{0};
   std::atomic<int64_t> sessionBytes{0};
 };
 

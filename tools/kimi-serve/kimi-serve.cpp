@@ -222,25 +222,10 @@ int main(int argc, char **argv) {
   if (!tokenizer)
     die(tokenizer.status().message());
 
-  std::string weightsFile;
-  std::vector<std::string> weightPaths = o.weights;
-  if (o.randomSeed >= 0) {
-    char tmpl[] = "/tmp/kimi-serve-weights-XXXXXX";
-    int fd = mkstemp(tmpl);
-    if (fd < 0)
-      die(std::string("cannot create a temporary file: ") + std::strerror(errno));
-    close(fd);
-    weightsFile = tmpl;
-    Status s = writeRandomWeights(*spec, static_cast<uint64_t>(o.randomSeed), weightsFile);
-    if (!s.isOk()) {
-      unlink(weightsFile.c_str());
-      die(s.message());
-    }
-    weightPaths = {weightsFile};
-  }
-  StatusOr<std::unique_ptr<WeightLoader>> loader = WeightLoader::open(weightPaths);
-  if (!weightsFile.empty())
-    unlink(weightsFile.c_str()); // mapped: the data stays until unmapped
+  StatusOr<std::unique_ptr<WeightLoader>> loader =
+      o.randomSeed >= 0
+          ? openRandomWeights(*spec, static_cast<uint64_t>(o.randomSeed), "")
+          : WeightLoader::open(o.weights);
   if (!loader)
     die(loader.status().message());
   StatusOr<std::shared_ptr<Executable>> exe =
